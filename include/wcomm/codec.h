@@ -1,0 +1,118 @@
+// The COMM v1 codec (wire-v1.md): frame headers, DATA manifests with zero-copy segments, and
+// the HELLO / HELLO_ACK / CLOSE control frames. No I/O: callers move the bytes.
+#pragma once
+
+#include <cstddef>
+#include <cstdint>
+#include <functional>
+#include <map>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "wcomm/config.h"
+#include "wcomm/errors.h"
+#include "wcomm/tensor.h"
+#include "wcomm/value.h"
+
+namespace wcomm {
+
+inline constexpr std::size_t kHeaderSize = 36;
+inline constexpr std::uint16_t kProtocolVersion = 1;
+
+enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16 };
+
+struct FrameHeader {
+  FrameKind kind = FrameKind::kData;
+  std::uint32_t tag = 0;
+  std::uint64_t message_id = 0;
+  std::uint32_t manifest_size = 0;
+  std::uint32_t segment_count = 0;
+  std::uint64_t payload_size = 0;
+  std::uint64_t frame_bytes() const { return kHeaderSize + manifest_size + payload_size; }
+};
+
+void write_header(const FrameHeader& header, std::uint8_t out[kHeaderSize]);
+// Checks magic, version, kind, flags, and the size fields against the limits, from the header
+// alone: ProtocolError, or MessageTooLargeError for a manifest / frame over its limit.
+Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommConfig& limits);
+
+// Registered record ("dataclass") and custom types, by type_id. A value of an unregistered
+// type_id (or another version) is refused on encode and decode with UnknownCodecError.
+class TypeRegistry {
+ public:
+  enum class Kind { kRecord, kCustom };
+  void add(Kind kind, const std::string& type_id, std::uint32_t version);
+  bool contains(Kind kind, const std::string& type_id, std::uint32_t version) const;
+
+ private:
+  std::map<std::string, std::pair<Kind, std::uint32_t>> types_;
+};
+
+// What the decoder asks for when it needs storage for one segment.
+struct SegmentSpec {
+  std::size_t index;             // segment number
+  std::size_t nbytes;
+  std::optional<DType> dtype;    // set for a tensor segment
+  const Shape* shape = nullptr;  // set for a tensor segment
+};
+// Returns storage of exactly spec.nbytes bytes (or an Error, which fails the decode).
+using SegmentAllocator = std::function<Result<Buffer>(const SegmentSpec& spec)>;
+
+struct CodecOptions {
+  const CommConfig* limits = nullptr;         // nullptr: CommConfig's defaults
+  const TypeRegistry* registry = nullptr;     // nullptr: no record / custom types
+  SegmentAllocator allocate;                  // empty: Buffer::allocate
+};
+
+// A DATA frame ready for one gather write: `head` holds header + manifest; `segments` view
+// the value's own memory (no copies) and keep its owners alive.
+struct EncodedFrame {
+  std::vector<std::uint8_t> head;
+  std::vector<Buffer> segments;
+  std::uint64_t payload_bytes = 0;
+  std::uint64_t wire_bytes() const { return head.size() + payload_bytes; }
+};
+
+// Encodes a DATA frame. Errors: MessageTooLargeError (frame, manifest, segment count or
+// piggypayload over its limit), SerializationError (container depth / node count, bad
+// piggypayload shape), UnknownCodecError (unregistered type_id), UnsupportedPayloadError
+// (pickle without allow_unsafe_pickle).
+Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, std::uint32_t tag,
+                                 std::uint64_t message_id, const CodecOptions& options = {});
+
+// A DATA manifest decoded into the value's skeleton. Every bytes / tensor / pickle node
+// already owns its (allocated, unfilled) storage; `segments` lists those buffers in segment
+// order, so a reader can fill them straight from the socket.
+struct DecodedData {
+  Value root;
+  Value piggypayload;
+  std::vector<Buffer> segments;
+};
+// Errors: ProtocolError for anything malformed or inconsistent with the header,
+// MessageTooLargeError for limits, UnknownCodecError, UnsupportedPayloadError (pickle without
+// allow_unsafe_pickle).
+Result<DecodedData> decode_data_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
+                                         const CodecOptions& options = {});
+
+// The control map of HELLO / HELLO_ACK (and CLOSE, whose map may be empty).
+struct Control {
+  std::string node_id;
+  std::string connection_id;          // 32 lowercase hex chars
+  std::vector<std::string> features;  // wcomm extension; absent on the wire when empty
+};
+std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control);
+Result<Control> decode_control(const FrameHeader& header, std::span<const std::uint8_t> manifest);
+
+// Whole-frame helpers for tests, fuzzing and tools.
+struct DecodedFrame {
+  FrameHeader header;
+  Value root;
+  Value piggypayload;
+  std::optional<Control> control;
+};
+Result<DecodedFrame> decode_frame(std::span<const std::uint8_t> frame, const CodecOptions& options = {});
+std::vector<std::uint8_t> flatten(const EncodedFrame& frame);
+
+}  // namespace wcomm

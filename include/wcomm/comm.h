@@ -1,0 +1,119 @@
+// Comm: tagged, structured messages between the nodes of a static peer directory, over one
+// reusable full-duplex TCP connection per peer pair, speaking COMM v1 (wire-v1.md).
+#pragma once
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "wcomm/codec.h"
+#include "wcomm/config.h"
+#include "wcomm/errors.h"
+#include "wcomm/future.h"
+#include "wcomm/tensor.h"
+#include "wcomm/value.h"
+
+namespace wcomm {
+
+using Seconds = std::chrono::duration<double>;
+
+// Per-operation options (V0.1's CommOptions).
+struct CommOptions {
+  std::uint32_t tag = 0;
+  std::optional<Seconds> timeout;  // none: wait as long as it takes
+  bool wait_for_capacity = true;   // send: false fails at once with BackpressureError
+};
+
+struct SendResult {
+  std::uint64_t message_id = 0;
+  std::uint64_t wire_bytes = 0;  // the whole frame: header + manifest + segments
+};
+
+struct Received {
+  Value value;
+  Value piggypayload;  // None, or a Dict with string keys
+  std::uint64_t message_id = 0;
+  std::uint64_t wire_bytes = 0;
+};
+
+struct CommSpec {
+  Peer local;                 // port 0: pick an ephemeral port (see Comm::port())
+  std::vector<Peer> peers;    // every remote node this node may talk to
+  std::string bind_host;      // empty: local.host
+  CommConfig config;
+};
+
+// Counters, mostly for tests and benchmarks. bytes_copied counts payload bytes wcomm copied
+// in user space (0 for tensors and bytes sent and received through the normal paths).
+struct CommStats {
+  std::uint64_t messages_sent = 0;
+  std::uint64_t messages_received = 0;
+  std::uint64_t wire_bytes_sent = 0;
+  std::uint64_t wire_bytes_received = 0;
+  std::uint64_t bytes_copied = 0;
+  std::uint64_t connections_dialed = 0;
+  std::uint64_t connections_accepted = 0;
+  std::uint64_t connections_rejected = 0;
+};
+
+// Thread-safe. Every operation returns a Future; its callbacks run on the Comm's loop thread
+// (see docs/thread-model.md). Destroying the Comm closes it.
+class Comm {
+ public:
+  // Binds the listening socket and starts the loop thread. Throws ConnectionFailedError when
+  // the address cannot be bound, InvalidArgumentError for a bad spec or config.
+  static std::shared_ptr<Comm> create(CommSpec spec);
+  static std::shared_ptr<Comm> create(const NodeConfig& config);
+  ~Comm();
+  Comm(const Comm&) = delete;
+  Comm& operator=(const Comm&) = delete;
+
+  const Peer& local() const;
+  std::uint16_t port() const;  // the port actually bound
+  // The configured peer with that node_id; throws std::out_of_range for an unknown name or
+  // the local node's own.
+  const Peer& peer(std::string_view node_id) const;
+  std::vector<Peer> peers() const;
+
+  // Queues value for peer on options.tag. Tensors and bytes are sent from their own memory:
+  // borrowed memory must stay valid and unmodified until the Future is ready. Waits for queue
+  // capacity unless options.wait_for_capacity is false (then BackpressureError); a message
+  // larger than max_peer_queued_bytes fails at once with MessageTooLargeError. A timeout or
+  // cancel removes a queued message; one already being written aborts its connection.
+  Future<SendResult> send(Value value, const Peer& peer, Value piggypayload = {}, CommOptions options = {});
+
+  // The next message from peer on options.tag (FIFO per peer and tag; other tags keep their
+  // order). A timeout or cancel loses nothing: a later message goes to the next recv.
+  Future<Received> recv(const Peer& peer, CommOptions options = {});
+
+  // Like recv, but tensor segments of the message are read straight into `into` (in the
+  // order the message's tensors appear; each must match dtype and shape, else the recv fails
+  // with UnsupportedPayloadError and the message is dropped with that error). A message that
+  // had already arrived is copied into them (counted in stats().bytes_copied).
+  Future<Received> recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options = {});
+
+  // Types the codec accepts for Record and Custom values (both directions).
+  void register_record(const std::string& type_id, std::uint32_t version = 1);
+  void register_custom(const std::string& type_id, std::uint32_t version = 1);
+
+  // Storage for received tensors and bytes (default: Buffer::allocate). Set before traffic.
+  void set_allocator(BufferAllocator allocator);
+
+  CommStats stats() const;
+
+  // Fails every pending operation with ClosedError, sends CLOSE on open connections, stops
+  // the loop. Idempotent; must not be called from a callback on the loop thread.
+  void close();
+
+  struct Impl;
+
+ private:
+  explicit Comm(std::shared_ptr<Impl> impl);
+  std::shared_ptr<Impl> impl_;
+};
+
+}  // namespace wcomm

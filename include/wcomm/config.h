@@ -1,0 +1,62 @@
+// Configuration: CommConfig (limits, queues, socket and egress settings) and the YAML node
+// config of the V0.1 schema (local / peers / comm).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+namespace wcomm {
+
+// Every limit and knob of a Comm. Field names and defaults are those of the V0.1 CommConfig.
+struct CommConfig {
+  // Codec limits, enforced on encode and decode (wire-v1.md).
+  std::uint64_t max_message_bytes = 256ull << 20;  // whole frame: header + manifest + payload
+  std::uint64_t max_manifest_bytes = 4ull << 20;
+  std::uint64_t max_metadata_bytes = 64ull << 10;  // packed piggypayload
+  std::uint64_t max_segments = 4096;
+  std::uint64_t max_container_depth = 64;
+  std::uint64_t max_container_nodes = 1'000'000;
+  // Per-peer send queue bound (messages and bytes, the active message included).
+  std::uint64_t max_peer_queued_messages = 1024;
+  std::uint64_t max_peer_queued_bytes = 128ull << 20;
+  // Per-peer bound on received but not yet recv()'d data; past it the connection is not
+  // read until the application drains, so TCP pushes back on the sender.
+  std::uint64_t max_peer_unreceived_messages = 4096;
+  std::uint64_t max_peer_unreceived_bytes = 512ull << 20;
+  // How long a dial is retried (with backoff) when the operation itself has no timeout.
+  double connect_timeout_s = 30.0;
+  bool allow_unsafe_pickle = false;
+  bool tcp_nodelay = true;
+  // Egress shaping: frames are written in quanta of this many bytes; with a rate set, a
+  // token bucket of egress_burst_bytes paces them (0 = unlimited rate).
+  std::uint64_t egress_quantum_bytes = 1ull << 20;
+  double egress_rate_bytes_per_second = 0.0;
+  std::uint64_t egress_burst_bytes = 1ull << 20;
+
+  // Throws InvalidArgumentError naming the first field whose value is not acceptable.
+  void validate() const;
+};
+
+// One node of the static peer directory.
+struct Peer {
+  std::string node_id;
+  std::string host;
+  std::uint16_t port = 0;
+  friend bool operator==(const Peer&, const Peer&) = default;
+};
+
+// A node's whole configuration file.
+struct NodeConfig {
+  Peer local;
+  std::string bind_host;  // defaults to local.host
+  std::vector<Peer> peers;
+  CommConfig comm;
+};
+
+// Loads a YAML node config (V0.1 schema). Throws InvalidArgumentError whose message names the
+// file and the offending key or value (unknown keys are rejected too).
+NodeConfig load_node_config(const std::string& path);
+NodeConfig parse_node_config(const std::string& yaml_text, const std::string& origin = "<string>");
+
+}  // namespace wcomm

@@ -1,0 +1,146 @@
+// Future<T>: the one handle every asynchronous wcomm operation returns. Wait on it (with or
+// without a timeout), give it a callback, or cancel the operation through it.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <condition_variable>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <thread>
+#include <utility>
+
+#include "wcomm/errors.h"
+
+namespace wcomm {
+
+// Runs a function later on an executor (the Comm's loop thread).
+using Poster = std::function<void(std::function<void()>)>;
+
+namespace detail {
+template <class T>
+struct FutureState {
+  std::mutex mu;
+  std::condition_variable cv;
+  std::atomic<bool> ready{false};
+  std::optional<Result<T>> result;
+  std::function<void(Result<T>)> callback;
+  std::function<void()> cancel;  // asks the operation's owner to cancel; set by the owner
+  Poster post;                   // where a late callback runs (never inline in then())
+};
+}  // namespace detail
+
+template <class T>
+class Promise;
+
+// Completion contract: the result is set exactly once; a callback runs exactly once, on the
+// Comm's loop thread, never inline from the call that started the operation or from then(),
+// and never while a wcomm lock is held.
+template <class T>
+class Future {
+ public:
+  Future() = default;
+
+  bool valid() const { return state_ != nullptr; }
+  bool ready() const { return state_->ready.load(std::memory_order_acquire); }
+
+  // Blocks until the result is there. A short spin first: on a ping-pong the answer often
+  // arrives within microseconds, and a futex sleep/wake costs more than that.
+  Result<T>& wait() {
+    auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(kSpinMicros);
+    while (!ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    std::unique_lock lock(state_->mu);
+    state_->cv.wait(lock, [&] { return state_->result.has_value(); });
+    return *state_->result;
+  }
+
+  // The result if it is there within timeout, else nullopt (the operation goes on).
+  template <class Rep, class Period>
+  Result<T>* wait_for(std::chrono::duration<Rep, Period> timeout) {
+    std::unique_lock lock(state_->mu);
+    if (!state_->cv.wait_for(lock, timeout, [&] { return state_->result.has_value(); })) return nullptr;
+    return &*state_->result;
+  }
+
+  // Blocks, then returns the value or throws the typed error (e.g. OperationTimeoutError).
+  T get() { return std::move(wait()).value(); }
+
+  // Registers the completion callback (at most one).
+  void then(std::function<void(Result<T>)> callback) {
+    std::unique_lock lock(state_->mu);
+    if (!state_->result) {
+      state_->callback = std::move(callback);
+      return;
+    }
+    Result<T> result = *state_->result;
+    Poster post = state_->post;
+    lock.unlock();
+    auto run = [cb = std::move(callback), r = std::move(result)]() mutable { cb(std::move(r)); };
+    if (post) post(std::move(run)); else std::thread(std::move(run)).detach();
+  }
+
+  // Asks for the operation to be cancelled. It then fails with CancelledError, unless it had
+  // already completed. Cancelling a send that is being written aborts that connection.
+  void cancel() {
+    std::function<void()> cancel;
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->result) return;
+      cancel = state_->cancel;
+    }
+    if (cancel) cancel();
+  }
+
+ private:
+  static constexpr int kSpinMicros = 50;
+  friend class Promise<T>;
+  explicit Future(std::shared_ptr<detail::FutureState<T>> s) : state_(std::move(s)) {}
+  std::shared_ptr<detail::FutureState<T>> state_;
+};
+
+// The producing side of a Future (used inside wcomm and by services built on it).
+template <class T>
+class Promise {
+ public:
+  explicit Promise(Poster post = {}) : state_(std::make_shared<detail::FutureState<T>>()) {
+    state_->post = std::move(post);
+  }
+  Future<T> future() const { return Future<T>(state_); }
+  void set_canceller(std::function<void()> cancel) {
+    std::lock_guard lock(state_->mu);
+    state_->cancel = std::move(cancel);
+  }
+  bool done() const { return state_->ready.load(std::memory_order_acquire); }
+
+  // Sets the result (first call wins) and runs the callback, if any, on this thread with no
+  // lock held. Returns false if a result was already set.
+  bool complete(Result<T> result) {
+    std::function<void(Result<T>)> callback;
+    {
+      std::lock_guard lock(state_->mu);
+      if (state_->result) return false;
+      state_->result.emplace(std::move(result));
+      state_->ready.store(true, std::memory_order_release);
+      callback = std::move(state_->callback);
+      state_->cancel = nullptr;
+    }
+    state_->cv.notify_all();
+    if (callback) callback(*state_->result);
+    return true;
+  }
+
+ private:
+  std::shared_ptr<detail::FutureState<T>> state_;
+};
+
+// A Future that is already complete (for results known at the call).
+template <class T>
+Future<T> ready_future(Result<T> result, Poster post = {}) {
+  Promise<T> promise(std::move(post));
+  promise.complete(std::move(result));
+  return promise.future();
+}
+
+}  // namespace wcomm

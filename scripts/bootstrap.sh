@@ -1,0 +1,27 @@
+#!/usr/bin/env bash
+# Installs every Debian package wcomm builds, tests or benchmarks with. Idempotent: when all
+# packages are present it returns at once without touching apt.
+set -euo pipefail
+
+packages=(
+  build-essential cmake ninja-build pkg-config
+  libasio-dev libmsgpack-cxx-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
+  libcli11-dev libspdlog-dev libfmt-dev libssl-dev
+  libgtest-dev libgmock-dev libbenchmark-dev
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch
+  python3-zmq python3-msgpack python3-pip python3-setuptools
+  iperf3 iproute2 iputils-ping procps
+)
+
+missing=()
+for p in "${packages[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+echo "bootstrap: installing ${missing[*]}" >&2
+SUDO=""
+[ "$(id -u)" -eq 0 ] || SUDO="sudo"
+export DEBIAN_FRONTEND=noninteractive
+$SUDO apt-get update -qq
+$SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null

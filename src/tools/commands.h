@@ -1,0 +1,10 @@
+// The sub-commands of the `wcomm` executable; each parses its own arguments (argv[0] is the
+// sub-command's name) and returns the process exit code.
+#pragma once
+
+namespace wcomm::tools {
+
+int run_node(int argc, char** argv);   // wcomm node: the V0.1 node CLI (send / recv / echo)
+int run_bench(int argc, char** argv);  // wcomm bench: responder / initiator
+
+}  // namespace wcomm::tools

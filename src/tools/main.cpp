@@ -1,0 +1,31 @@
+// Entry point of the `wcomm` executable: dispatches to a sub-command.
+#include <cstdio>
+#include <cstring>
+#include <string_view>
+
+#include "tools/commands.h"
+
+namespace {
+
+void print_usage() {
+  std::fprintf(stderr,
+               "usage: wcomm <command> [options]\n\n"
+               "commands:\n"
+               "  node    run a node: send, recv or echo messages (wcomm node --help)\n"
+               "  bench   benchmark a link between two nodes (wcomm bench --help)\n");
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  if (argc < 2 || std::string_view(argv[1]) == "--help" || std::string_view(argv[1]) == "-h") {
+    print_usage();
+    return argc < 2 ? 2 : 0;
+  }
+  std::string_view command = argv[1];
+  if (command == "node") return wcomm::tools::run_node(argc - 1, argv + 1);
+  if (command == "bench") return wcomm::tools::run_bench(argc - 1, argv + 1);
+  std::fprintf(stderr, "wcomm: unknown command '%s'\n\n", argv[1]);
+  print_usage();
+  return 2;
+}
