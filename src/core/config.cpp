@@ -1,0 +1,479 @@
+// CommConfig validation and the YAML node config loader (V0.1 schema: local / peers / comm).
+// Every rejection is an InvalidArgumentError that names the file, the key and the bad value.
+#include "wcomm/config.h"
+
+#include <algorithm>
+#include <charconv>
+#include <cmath>
+#include <cstdint>
+#include <filesystem>
+#include <fstream>
+#include <limits>
+#include <optional>
+#include <set>
+#include <sstream>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <utility>
+#include <vector>
+
+#include <yaml-cpp/yaml.h>
+
+#include "wcomm/errors.h"
+
+namespace wcomm {
+namespace {
+
+// ---------------------------------------------------------------------------------------------
+// CommConfig::validate
+//
+// Accepted values, and why:
+//   max_message_bytes            1 .. 2^48      a frame (header + manifest + payload); the cap
+//                                               keeps sums of limits far from u64 overflow
+//   max_manifest_bytes           1 .. 2^32-1    the header's manifest_size is a u32; and it
+//                                 (< max_message_bytes) must leave room for the 36-byte header
+//   max_metadata_bytes           1 .. max_manifest_bytes   the piggypayload lives inside it
+//   max_segments                 1 .. 2^20      segment_count is a u32, and every segment costs
+//                                               a length in the manifest and an iovec entry
+//   max_container_depth          1 .. 4096      decoding recurses; deeper would risk the stack
+//   max_container_nodes          >= 1
+//   max_peer_queued_messages     >= 1           a zero bound would refuse every send
+//   max_peer_queued_bytes        1 .. 2^48
+//   max_peer_unreceived_messages >= 1           a zero bound would never read the socket
+//   max_peer_unreceived_bytes    1 .. 2^48
+//   connect_timeout_s            finite, > 0
+//   egress_quantum_bytes         1 KiB .. 2^48  smaller quanta cost a syscall per few bytes
+//   egress_rate_bytes_per_second finite, >= 0   0 means unlimited
+//   egress_burst_bytes           >= egress_quantum_bytes when a rate is set, else unused:
+//                                               the bucket must hold one quantum or it never
+//                                               lets a write through
+// ---------------------------------------------------------------------------------------------
+
+constexpr std::uint64_t kMaxByteLimit = 1ull << 48;
+constexpr std::uint64_t kMaxManifestBytes = std::numeric_limits<std::uint32_t>::max();
+constexpr std::uint64_t kMaxSegments = 1ull << 20;
+constexpr std::uint64_t kMaxContainerDepth = 4096;
+constexpr std::uint64_t kMinEgressQuantum = 1024;
+
+// The first unacceptable field of a CommConfig: its name and what is wrong with its value.
+struct ConfigProblem {
+  std::string field;
+  std::string message;
+};
+
+std::string format_double(double v) {
+  std::ostringstream out;
+  out << v;
+  return out.str();
+}
+
+std::optional<ConfigProblem> check_range(const char* field, std::uint64_t value, std::uint64_t lo,
+                                         std::uint64_t hi, const std::string& range_text) {
+  if (value >= lo && value <= hi) return std::nullopt;
+  return ConfigProblem{field, "must be " + range_text + ", got " + std::to_string(value)};
+}
+
+std::optional<ConfigProblem> find_problem(const CommConfig& c) {
+  const std::string byte_range = "between 1 and 2^48 (" + std::to_string(kMaxByteLimit) + ")";
+  const std::string positive = "a positive integer";
+  constexpr auto u64_max = std::numeric_limits<std::uint64_t>::max();
+  std::optional<ConfigProblem> p;
+  if ((p = check_range("max_message_bytes", c.max_message_bytes, 1, kMaxByteLimit, byte_range)))
+    return p;
+  if ((p = check_range("max_manifest_bytes", c.max_manifest_bytes, 1, kMaxManifestBytes,
+                       "between 1 and 2^32-1 (" + std::to_string(kMaxManifestBytes) +
+                           ", the wire's u32 manifest_size)")))
+    return p;
+  if (c.max_manifest_bytes >= c.max_message_bytes)
+    return ConfigProblem{"max_manifest_bytes",
+                         "must be less than max_message_bytes (" +
+                             std::to_string(c.max_message_bytes) + "), got " +
+                             std::to_string(c.max_manifest_bytes)};
+  if ((p = check_range("max_metadata_bytes", c.max_metadata_bytes, 1, c.max_manifest_bytes,
+                       "between 1 and max_manifest_bytes (" +
+                           std::to_string(c.max_manifest_bytes) + ")")))
+    return p;
+  if ((p = check_range("max_segments", c.max_segments, 1, kMaxSegments,
+                       "between 1 and 2^20 (" + std::to_string(kMaxSegments) + ")")))
+    return p;
+  if ((p = check_range("max_container_depth", c.max_container_depth, 1, kMaxContainerDepth,
+                       "between 1 and " + std::to_string(kMaxContainerDepth))))
+    return p;
+  if ((p = check_range("max_container_nodes", c.max_container_nodes, 1, u64_max, positive)))
+    return p;
+  if ((p = check_range("max_peer_queued_messages", c.max_peer_queued_messages, 1, u64_max,
+                       positive)))
+    return p;
+  if ((p = check_range("max_peer_queued_bytes", c.max_peer_queued_bytes, 1, kMaxByteLimit,
+                       byte_range)))
+    return p;
+  if ((p = check_range("max_peer_unreceived_messages", c.max_peer_unreceived_messages, 1, u64_max,
+                       positive)))
+    return p;
+  if ((p = check_range("max_peer_unreceived_bytes", c.max_peer_unreceived_bytes, 1, kMaxByteLimit,
+                       byte_range)))
+    return p;
+  if (!std::isfinite(c.connect_timeout_s) || c.connect_timeout_s <= 0)
+    return ConfigProblem{"connect_timeout_s", "must be a finite number of seconds > 0, got " +
+                                                  format_double(c.connect_timeout_s)};
+  if ((p = check_range("egress_quantum_bytes", c.egress_quantum_bytes, kMinEgressQuantum,
+                       kMaxByteLimit,
+                       "between 1 KiB (1024) and 2^48 (" + std::to_string(kMaxByteLimit) + ")")))
+    return p;
+  if (!std::isfinite(c.egress_rate_bytes_per_second) || c.egress_rate_bytes_per_second < 0)
+    return ConfigProblem{"egress_rate_bytes_per_second",
+                         "must be a finite number >= 0 (0 = unlimited), got " +
+                             format_double(c.egress_rate_bytes_per_second)};
+  if (c.egress_rate_bytes_per_second > 0 && c.egress_burst_bytes < c.egress_quantum_bytes)
+    return ConfigProblem{"egress_burst_bytes",
+                         "must be at least egress_quantum_bytes (" +
+                             std::to_string(c.egress_quantum_bytes) +
+                             ") when egress_rate_bytes_per_second is set, got " +
+                             std::to_string(c.egress_burst_bytes)};
+  return std::nullopt;
+}
+
+// ---------------------------------------------------------------------------------------------
+// YAML node config
+// ---------------------------------------------------------------------------------------------
+
+// Raised with the file name and, where known, the line of the offending node.
+[[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& what,
+                       const YAML::Mark* mark = nullptr) {
+  std::string message = origin + ": ";
+  if (!key.empty()) message += key + ": ";
+  message += what;
+  if (mark != nullptr && mark->line >= 0) message += " (line " + std::to_string(mark->line + 1) + ")";
+  throw InvalidArgumentError(message);
+}
+
+std::size_t edit_distance(std::string_view a, std::string_view b) {
+  std::vector<std::size_t> row(b.size() + 1);
+  for (std::size_t j = 0; j <= b.size(); ++j) row[j] = j;
+  for (std::size_t i = 1; i <= a.size(); ++i) {
+    std::size_t diagonal = row[0];
+    row[0] = i;
+    for (std::size_t j = 1; j <= b.size(); ++j) {
+      const std::size_t above = row[j];
+      row[j] = std::min({row[j] + 1, row[j - 1] + 1, diagonal + (a[i - 1] == b[j - 1] ? 0 : 1)});
+      diagonal = above;
+    }
+  }
+  return row[b.size()];
+}
+
+// The closest allowed key, when it is close enough to be a likely typo.
+std::string suggestion(const std::string& key, const std::vector<std::string_view>& allowed) {
+  std::string_view best;
+  std::size_t best_distance = std::numeric_limits<std::size_t>::max();
+  for (std::string_view candidate : allowed) {
+    const std::size_t d = edit_distance(key, candidate);
+    if (d < best_distance) best_distance = d, best = candidate;
+  }
+  const std::size_t tolerance = std::max<std::size_t>(2, key.size() / 3);
+  if (best.empty() || best_distance > tolerance) return "";
+  return " (did you mean " + std::string(best) + "?)";
+}
+
+std::string join(const std::vector<std::string_view>& items) {
+  std::string out;
+  for (std::string_view item : items) {
+    if (!out.empty()) out += ", ";
+    out += item;
+  }
+  return out;
+}
+
+// How a node reads in a message: its scalar text, or what kind of node it is instead.
+std::string describe(const YAML::Node& node) {
+  switch (node.Type()) {
+    case YAML::NodeType::Null: return "null";
+    case YAML::NodeType::Sequence: return "a list";
+    case YAML::NodeType::Map: return "a mapping";
+    case YAML::NodeType::Scalar: return "'" + node.Scalar() + "'";
+    default: return "nothing";
+  }
+}
+
+// A plain scalar is one written without quotes; yaml-cpp tags quoted scalars "!". Numbers and
+// booleans must be plain so that `port: "9000"` is caught as the string it is.
+bool is_plain_scalar(const YAML::Node& node) {
+  return node.IsScalar() && node.Tag() != "!";
+}
+
+// Parses an unsigned YAML integer: decimal (YAML 1.1's digit-group underscores allowed, as the
+// Python V0.1 loader's PyYAML accepts them, but no leading zero), or 0x hexadecimal.
+std::optional<std::uint64_t> parse_unsigned(std::string text) {
+  if (!text.empty() && text.front() == '+') text.erase(0, 1);
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    base = 16;
+    text.erase(0, 2);
+  } else {
+    if (text.empty() || text.front() == '_' || text.back() == '_') return std::nullopt;
+    // PyYAML (YAML 1.1) reads 0755 as octal; refusing leading zeros avoids a silent disagreement.
+    if (text.size() > 1 && text[0] == '0') return std::nullopt;
+    text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
+  }
+  if (text.empty()) return std::nullopt;
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Parses a YAML number (integer or float) into a double; .inf/.nan are refused up front since no
+// field here has a use for them.
+std::optional<double> parse_number(std::string text) {
+  if (auto as_int = parse_unsigned(text)) return static_cast<double>(*as_int);
+  if (text.empty() || text.find_first_not_of("0123456789+-.eE_") != std::string::npos)
+    return std::nullopt;
+  text.erase(std::remove(text.begin(), text.end(), '_'), text.end());
+  if (!text.empty() && text.front() == '+') text.erase(0, 1);
+  double value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+// Reads one YAML document with typed accessors that report errors against the file.
+class Reader {
+ public:
+  explicit Reader(std::string origin) : origin_(std::move(origin)) {}
+
+  [[noreturn]] void fail_at(const std::string& key, const std::string& what,
+                            const YAML::Node& node) const {
+    const YAML::Mark mark = node.Mark();
+    fail(origin_, key, what, &mark);
+  }
+
+  // Checks that `node` is a mapping with only `allowed` keys (each once) and returns its entries.
+  std::vector<std::pair<std::string, YAML::Node>> entries(const YAML::Node& node,
+                                                          const std::string& path,
+                                                          const std::vector<std::string_view>& allowed) const {
+    if (!node.IsMap())
+      fail_at(path, "expected a mapping with keys " + join(allowed) + ", got " + describe(node), node);
+    std::vector<std::pair<std::string, YAML::Node>> out;
+    std::set<std::string> seen;
+    for (const auto& item : node) {
+      const std::string prefix = path.empty() ? "" : path + ".";
+      if (!item.first.IsScalar())
+        fail_at(path, "keys must be plain names, got " + describe(item.first), item.first);
+      const std::string key = item.first.Scalar();
+      if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
+        // A likely typo gets a did-you-mean; otherwise the whole list of what is allowed.
+        std::string hint = suggestion(key, allowed);
+        if (hint.empty())
+          hint = "; allowed keys" + (path.empty() ? std::string() : " in " + path) + ": " + join(allowed);
+        fail_at("", "unknown key '" + prefix + key + "'" + hint, item.first);
+      }
+      if (!seen.insert(key).second) fail_at(prefix + key, "duplicate key", item.first);
+      out.emplace_back(key, item.second);
+    }
+    return out;
+  }
+
+  std::string string(const YAML::Node& node, const std::string& key) const {
+    if (!node.IsScalar() || node.Scalar().empty())
+      fail_at(key, "expected a non-empty string, got " + describe(node), node);
+    return node.Scalar();
+  }
+
+  std::uint64_t unsigned_integer(const YAML::Node& node, const std::string& key,
+                                 const char* expected = "a non-negative integer") const {
+    std::optional<std::uint64_t> value;
+    if (is_plain_scalar(node)) value = parse_unsigned(node.Scalar());
+    if (!value) fail_at(key, std::string("expected ") + expected + ", got " + describe(node), node);
+    return *value;
+  }
+
+  double number(const YAML::Node& node, const std::string& key) const {
+    std::optional<double> value;
+    if (is_plain_scalar(node)) value = parse_number(node.Scalar());
+    if (!value || !std::isfinite(*value))
+      fail_at(key, "expected a number, got " + describe(node), node);
+    return *value;
+  }
+
+  bool boolean(const YAML::Node& node, const std::string& key) const {
+    bool value = false;
+    if (!is_plain_scalar(node) || !YAML::convert<bool>::decode(node, value))
+      fail_at(key, "expected true or false, got " + describe(node), node);
+    return value;
+  }
+
+  std::uint16_t port(const YAML::Node& node, const std::string& key, std::uint64_t lowest) const {
+    const std::string range = "a port number " + std::to_string(lowest) + "..65535";
+    std::optional<std::uint64_t> value;
+    if (is_plain_scalar(node)) value = parse_unsigned(node.Scalar());
+    if (!value || *value < lowest || *value > 65535)
+      fail_at(key, "expected " + range + ", got " + describe(node), node);
+    return static_cast<std::uint16_t>(*value);
+  }
+
+ private:
+  std::string origin_;
+};
+
+// local: and each peers[i]: share the node_id / host / port fields; local also has bind_host.
+Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path, bool is_local,
+               std::string* bind_host) {
+  static const std::vector<std::string_view> local_keys = {"node_id", "host", "port", "bind_host"};
+  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port"};
+  Peer peer;
+  bool has_id = false, has_host = false, has_port = false;
+  for (const auto& [key, value] : r.entries(node, path, is_local ? local_keys : peer_keys)) {
+    const std::string field = path + "." + key;
+    if (key == "node_id") {
+      peer.node_id = r.string(value, field);
+      has_id = true;
+    } else if (key == "host") {
+      peer.host = r.string(value, field);
+      has_host = true;
+    } else if (key == "port") {
+      // Port 0 asks the OS for an ephemeral port: meaningful for the local listener only.
+      peer.port = r.port(value, field, is_local ? 0 : 1);
+      has_port = true;
+    } else if (key == "bind_host") {
+      *bind_host = r.string(value, field);
+    }
+  }
+  if (!has_id) r.fail_at(path, "missing required key 'node_id'", node);
+  if (!has_host) r.fail_at(path, "missing required key 'host'", node);
+  if (!has_port) r.fail_at(path, "missing required key 'port'", node);
+  return peer;
+}
+
+// Every CommConfig field, by its exact C++ (and V0.1 Python) name.
+const std::vector<std::string_view>& comm_keys() {
+  static const std::vector<std::string_view> keys = {
+      "max_message_bytes",        "max_manifest_bytes",           "max_metadata_bytes",
+      "max_segments",             "max_container_depth",          "max_container_nodes",
+      "max_peer_queued_messages", "max_peer_queued_bytes",        "max_peer_unreceived_messages",
+      "max_peer_unreceived_bytes", "connect_timeout_s",           "allow_unsafe_pickle",
+      "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
+      "egress_burst_bytes"};
+  return keys;
+}
+
+// Reads comm:, remembering where each field was so a validate() failure can point at it.
+CommConfig read_comm(const Reader& r, const YAML::Node& node,
+                     std::vector<std::pair<std::string, YAML::Mark>>* marks) {
+  CommConfig c;
+  for (const auto& [key, value] : r.entries(node, "comm", comm_keys())) {
+    const std::string field = "comm." + key;
+    marks->emplace_back(key, value.Mark());
+    // The integer fields. A zero is let through here so that validate() reports it together
+    // with the field's accepted range.
+    std::uint64_t* integer_field = nullptr;
+    if (key == "max_message_bytes") integer_field = &c.max_message_bytes;
+    else if (key == "max_manifest_bytes") integer_field = &c.max_manifest_bytes;
+    else if (key == "max_metadata_bytes") integer_field = &c.max_metadata_bytes;
+    else if (key == "max_segments") integer_field = &c.max_segments;
+    else if (key == "max_container_depth") integer_field = &c.max_container_depth;
+    else if (key == "max_container_nodes") integer_field = &c.max_container_nodes;
+    else if (key == "max_peer_queued_messages") integer_field = &c.max_peer_queued_messages;
+    else if (key == "max_peer_queued_bytes") integer_field = &c.max_peer_queued_bytes;
+    else if (key == "max_peer_unreceived_messages") integer_field = &c.max_peer_unreceived_messages;
+    else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
+    else if (key == "egress_quantum_bytes") integer_field = &c.egress_quantum_bytes;
+    else if (key == "egress_burst_bytes") integer_field = &c.egress_burst_bytes;
+
+    if (integer_field != nullptr) {
+      *integer_field = r.unsigned_integer(value, field, "a positive integer");
+    } else if (key == "connect_timeout_s") {
+      c.connect_timeout_s = r.number(value, field);
+    } else if (key == "egress_rate_bytes_per_second") {
+      // null (or an empty value) means unlimited, like the V0.1 default of None.
+      c.egress_rate_bytes_per_second = value.IsNull() ? 0.0 : r.number(value, field);
+    } else if (key == "allow_unsafe_pickle") {
+      c.allow_unsafe_pickle = r.boolean(value, field);
+    } else if (key == "tcp_nodelay") {
+      c.tcp_nodelay = r.boolean(value, field);
+    }
+  }
+  return c;
+}
+
+}  // namespace
+
+void CommConfig::validate() const {
+  if (auto problem = find_problem(*this))
+    throw InvalidArgumentError("CommConfig." + problem->field + ": " + problem->message);
+}
+
+NodeConfig parse_node_config(const std::string& yaml_text, const std::string& origin) {
+  YAML::Node root;
+  try {
+    root = YAML::Load(yaml_text);
+  } catch (const YAML::Exception& e) {
+    // e.msg is the bare reason; e.mark its position (0-based).
+    fail(origin, "", "not valid YAML: " + e.msg, &e.mark);
+  }
+  const Reader r(origin);
+  static const std::vector<std::string_view> top_keys = {"local", "peers", "comm"};
+  if (!root.IsMap())
+    fail(origin, "", "expected a mapping with keys " + join(top_keys) + ", got " + describe(root));
+
+  NodeConfig config;
+  bool has_local = false, has_peers = false;
+  YAML::Node peers_node;
+  std::vector<std::pair<std::string, YAML::Mark>> comm_marks;
+  for (const auto& [key, value] : r.entries(root, "", top_keys)) {
+    if (key == "local") {
+      config.local = read_peer(r, value, "local", /*is_local=*/true, &config.bind_host);
+      has_local = true;
+    } else if (key == "peers") {
+      peers_node = value;
+      has_peers = true;
+    } else if (key == "comm") {
+      // An empty `comm:` section (null) keeps every default.
+      if (!value.IsNull()) config.comm = read_comm(r, value, &comm_marks);
+    }
+  }
+  if (!has_local) fail(origin, "", "missing required key 'local'");
+  // Every node lists its allowed peers (V0.1); `peers: []` is accepted for a lone node.
+  if (!has_peers) fail(origin, "", "missing required key 'peers' (a list of {node_id, host, port})");
+  if (config.bind_host.empty()) config.bind_host = config.local.host;
+
+  if (!peers_node.IsSequence())
+    r.fail_at("peers", "expected a list of {node_id, host, port}, got " + describe(peers_node),
+              peers_node);
+  std::set<std::string> ids;
+  for (std::size_t i = 0; i < peers_node.size(); ++i) {
+    const YAML::Node item = peers_node[i];
+    const std::string path = "peers[" + std::to_string(i) + "]";
+    Peer peer = read_peer(r, item, path, /*is_local=*/false, nullptr);
+    if (peer.node_id == config.local.node_id)
+      r.fail_at(path + ".node_id",
+                "'" + peer.node_id + "' is the local node's own node_id; list only remote peers", item);
+    if (!ids.insert(peer.node_id).second)
+      r.fail_at(path + ".node_id", "duplicate peer node_id '" + peer.node_id + "'", item);
+    config.peers.push_back(std::move(peer));
+  }
+
+  if (auto problem = find_problem(config.comm)) {
+    const YAML::Mark* mark = nullptr;
+    for (const auto& [key, m] : comm_marks)
+      if (key == problem->field) mark = &m;
+    fail(origin, "comm." + problem->field, problem->message, mark);
+  }
+  return config;
+}
+
+NodeConfig load_node_config(const std::string& path) {
+  std::error_code ec;
+  if (!std::filesystem::exists(path, ec))
+    throw InvalidArgumentError(path + ": node config file not found");
+  if (std::filesystem::is_directory(path, ec))
+    throw InvalidArgumentError(path + ": is a directory, expected a YAML node config file");
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgumentError(path + ": cannot open node config file");
+  std::ostringstream text;
+  text << in.rdbuf();
+  if (in.bad()) throw InvalidArgumentError(path + ": cannot read node config file");
+  return parse_node_config(text.str(), path);
+}
+
+}  // namespace wcomm
