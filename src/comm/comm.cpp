@@ -1,0 +1,219 @@
+// Comm's public API: validation and encoding on the caller's thread, everything stateful
+// handed to the loop thread (docs/thread-model.md).
+#include "wcomm/comm.h"
+
+#include <spdlog/spdlog.h>
+
+#include <cstdio>
+#include <future>
+#include <stdexcept>
+
+#include "comm/comm_impl.h"
+
+namespace wcomm {
+
+std::string seconds_text(double seconds) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%g", seconds);
+  return text;
+}
+
+Comm::Impl::Impl(CommSpec s) : spec(std::move(s)) {}
+
+Comm::Impl::~Impl() {
+  // Sockets go before the io_context that owns their services.
+  handshaking.clear();
+  peers.clear();
+  listener.reset();
+}
+
+Poster Comm::Impl::poster() {
+  return [this](std::function<void()> fn) { asio::post(io, std::move(fn)); };
+}
+
+PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
+  auto found = peers.find(node_id);
+  return found == peers.end() ? nullptr : found->second.get();
+}
+
+void Comm::Impl::on_accepted(std::unique_ptr<transport::Stream> stream) {
+  auto connection = std::make_shared<Connection>(*this, std::move(stream));
+  handshaking.insert(connection);
+  connection->handshake_as_acceptor([this, connection](std::optional<Error> error) {
+    handshaking.erase(connection);
+    if (error) {
+      stats.connections_rejected.fetch_add(1, std::memory_order_relaxed);
+      return;
+    }
+    stats.connections_accepted.fetch_add(1, std::memory_order_relaxed);
+    connection->peer()->add_connection(connection);
+  });
+}
+
+void Comm::Impl::close_from_loop() {
+  if (listener) listener->close();
+  Error error{ErrorCode::kClosed, "the Comm was closed"};
+  for (auto& [name, peer] : peers) peer->close_all(error);
+  auto pending = std::move(handshaking);
+  handshaking.clear();
+  for (auto& c : pending) c->fail(error, true);
+}
+
+Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
+
+std::shared_ptr<Comm> Comm::create(const NodeConfig& config) {
+  return create(CommSpec{config.local, config.peers, config.bind_host, config.comm});
+}
+
+std::shared_ptr<Comm> Comm::create(CommSpec spec) {
+  spec.config.validate();
+  if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
+  if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
+  auto impl = std::make_shared<Impl>(std::move(spec));
+  for (const Peer& p : impl->spec.peers) {
+    if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
+    if (p.node_id == impl->spec.local.node_id)
+      throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
+    if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)
+      throw InvalidArgumentError("peer '" + p.node_id + "' is listed twice");
+  }
+  impl->listener = std::make_unique<transport::TcpListener>(impl->io, impl->spec.bind_host, impl->spec.local.port,
+                                                            impl->tcp_options());
+  impl->spec.local.port = impl->listener->port();
+  impl->listener->start([raw = impl.get()](std::error_code ec, std::unique_ptr<transport::Stream> stream) {
+    if (ec) return spdlog::warn("wcomm[{}]: accept failed: {}", raw->spec.local.node_id, ec.message());
+    raw->on_accepted(std::move(stream));
+  });
+  impl->work.emplace(impl->io.get_executor());
+  impl->thread = std::thread([raw = impl.get()] { raw->io.run(); });
+  return std::shared_ptr<Comm>(new Comm(std::move(impl)));
+}
+
+Comm::~Comm() { close(); }
+
+void Comm::close() {
+  if (impl_->closed.exchange(true)) return;
+  if (impl_->thread.get_id() == std::this_thread::get_id())
+    throw std::logic_error("Comm::close() must not be called from a callback on the Comm's loop thread");
+  std::promise<void> closed;
+  asio::post(impl_->io, [this, &closed] {
+    impl_->close_from_loop();
+    closed.set_value();
+  });
+  closed.get_future().wait();
+  impl_->work.reset();
+  impl_->io.stop();
+  impl_->thread.join();
+}
+
+const Peer& Comm::local() const { return impl_->spec.local; }
+std::uint16_t Comm::port() const { return impl_->spec.local.port; }
+
+const Peer& Comm::peer(std::string_view node_id) const {
+  if (PeerState* p = impl_->find_peer(node_id)) return p->peer();
+  std::string known;
+  for (const auto& [name, p] : impl_->peers) known += (known.empty() ? "" : ", ") + name;
+  if (node_id == impl_->spec.local.node_id)
+    throw std::out_of_range("'" + std::string(node_id) + "' is this node itself, not a peer (peers: " + known + ")");
+  throw std::out_of_range("unknown peer '" + std::string(node_id) + "' (peers: " + known + ")");
+}
+
+std::vector<Peer> Comm::peers() const {
+  std::vector<Peer> out;
+  for (const Peer& p : impl_->spec.peers) out.push_back(p);
+  return out;
+}
+
+Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload, CommOptions options) {
+  Poster post = impl_->poster();
+  PeerState* state = impl_->find_peer(peer.node_id);
+  if (!state)
+    return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
+  if (impl_->closed.load()) return ready_future<SendResult>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
+
+  auto message = std::make_shared<OutMessage>();
+  message->id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
+  {
+    CodecOptions codec;
+    codec.limits = &impl_->spec.config;
+    codec.registry = &impl_->registry;
+    std::shared_lock lock(impl_->codec_mutex);
+    auto encoded = encode_data(value, piggypayload, options.tag, message->id, codec);
+    if (!encoded) return ready_future<SendResult>(encoded.error(), post);
+    message->frame = std::move(encoded).value();
+  }
+  if (message->bytes() > impl_->spec.config.max_peer_queued_bytes)
+    return ready_future<SendResult>(
+        Error{ErrorCode::kMessageTooLarge, "message of " + std::to_string(message->bytes()) +
+                                               " bytes can never fit the send queue (max_peer_queued_bytes=" +
+                                               std::to_string(impl_->spec.config.max_peer_queued_bytes) + ")"},
+        post);
+  message->promise = Promise<SendResult>(post);
+  Future<SendResult> future = message->promise.future();
+  message->promise.set_canceller([impl = impl_.get(), state, weak = std::weak_ptr(message)] {
+    asio::post(impl->io, [state, weak] {
+      if (auto m = weak.lock()) state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
+    });
+  });
+  asio::post(impl_->io, [state, message = std::move(message), options] { state->submit_send(message, options); });
+  return future;
+}
+
+namespace {
+
+Future<Received> submit_recv(Comm::Impl& impl, const Peer& peer, std::vector<Tensor> into, CommOptions options) {
+  Poster post = impl.poster();
+  PeerState* state = impl.find_peer(peer.node_id);
+  if (!state)
+    return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
+  if (impl.closed.load()) return ready_future<Received>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
+  auto waiter = std::make_shared<RecvWaiter>();
+  waiter->tag = options.tag;
+  waiter->into = std::move(into);
+  waiter->promise = Promise<Received>(post);
+  Future<Received> future = waiter->promise.future();
+  waiter->promise.set_canceller([&impl, state, weak = std::weak_ptr(waiter)] {
+    asio::post(impl.io, [state, weak] {
+      if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
+    });
+  });
+  asio::post(impl.io, [state, waiter = std::move(waiter), options] { state->submit_recv(waiter, options); });
+  return future;
+}
+
+}  // namespace
+
+Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
+  return submit_recv(*impl_, peer, {}, options);
+}
+
+Future<Received> Comm::recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options) {
+  if (into.empty())
+    return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "recv_into needs at least one tensor"},
+                                  impl_->poster());
+  return submit_recv(*impl_, peer, std::move(into), options);
+}
+
+void Comm::register_record(const std::string& type_id, std::uint32_t version) {
+  std::unique_lock lock(impl_->codec_mutex);
+  impl_->registry.add(TypeRegistry::Kind::kRecord, type_id, version);
+}
+
+void Comm::register_custom(const std::string& type_id, std::uint32_t version) {
+  std::unique_lock lock(impl_->codec_mutex);
+  impl_->registry.add(TypeRegistry::Kind::kCustom, type_id, version);
+}
+
+void Comm::set_allocator(BufferAllocator allocator) {
+  std::unique_lock lock(impl_->codec_mutex);
+  impl_->allocator = std::move(allocator);
+}
+
+CommStats Comm::stats() const {
+  const auto& s = impl_->stats;
+  auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
+  return {get(s.messages_sent),   get(s.messages_received), get(s.wire_bytes_sent),   get(s.wire_bytes_received),
+          get(s.bytes_copied),    get(s.connections_dialed), get(s.connections_accepted), get(s.connections_rejected)};
+}
+
+}  // namespace wcomm

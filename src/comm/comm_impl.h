@@ -1,0 +1,189 @@
+// Internals of Comm: the loop (Impl), one PeerState per configured peer, and Connection.
+// Threading: everything here is touched only on the loop thread, except the members of
+// Impl marked "any thread". Loop-only functions end in FromLoop where it is not obvious.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <deque>
+#include <map>
+#include <memory>
+#include <optional>
+#include <set>
+#include <shared_mutex>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "transport/stream.h"
+#include "transport/tcp.h"
+#include "wcomm/comm.h"
+
+namespace wcomm {
+
+class PeerState;
+class Connection;
+using Clock = std::chrono::steady_clock;
+
+// A message on its way out: queued, being written, or done.
+struct OutMessage {
+  enum class State { kWaitingForCapacity, kQueued, kActive, kDone };
+  std::uint64_t id = 0;
+  EncodedFrame frame;
+  Promise<SendResult> promise;
+  State state = State::kWaitingForCapacity;
+  std::optional<asio::steady_timer> timer;
+  std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
+  std::uint64_t bytes() const { return frame.wire_bytes(); }
+  std::vector<asio::const_buffer> gather() const;
+};
+
+// A recv() waiting for a message on one tag.
+struct RecvWaiter {
+  std::uint32_t tag = 0;
+  Promise<Received> promise;
+  std::optional<asio::steady_timer> timer;
+  std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
+  bool claimed = false;      // a frame is being read into `into`: it completes this waiter
+  bool done = false;
+};
+
+class Connection : public std::enable_shared_from_this<Connection> {
+ public:
+  Connection(Comm::Impl& impl, std::unique_ptr<transport::Stream> stream);
+  ~Connection();
+
+  // Dialer side: send HELLO, expect HELLO_ACK from `peer`. Acceptor side: expect HELLO from a
+  // configured peer, answer HELLO_ACK. `done` gets nullopt on success.
+  void handshake_as_dialer(PeerState& peer, std::function<void(std::optional<Error>)> done);
+  void handshake_as_acceptor(std::function<void(std::optional<Error>)> done);
+
+  void start_reading();     // after the handshake: read DATA frames until the end
+  void resume_reading();    // after a pause for the inbound bound
+  void write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done);
+  bool writing() const { return writing_; }
+  // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
+  void fail(const Error& error, bool local);
+  void send_close_and_stop();
+
+  const std::string& connection_id() const { return connection_id_; }
+  PeerState* peer() const { return peer_; }
+  bool established() const { return established_; }
+  std::string describe() const { return stream_->describe(); }
+
+ private:
+  void read_header(std::function<void(const FrameHeader&)> next);
+  void read_manifest(const FrameHeader& header, std::function<void()> next);
+  void read_next_frame();
+  void on_data_manifest(const FrameHeader& header);
+  Error read_error(std::error_code ec, const char* what) const;
+
+  Comm::Impl& impl_;
+  std::unique_ptr<transport::Stream> stream_;
+  PeerState* peer_ = nullptr;
+  std::string connection_id_;
+  bool established_ = false;
+  bool failed_ = false;
+  bool writing_ = false;
+  bool paused_ = false;
+  bool frame_in_progress_ = false;
+  std::uint8_t header_[kHeaderSize];
+  std::vector<std::uint8_t> manifest_;
+  std::function<void(std::optional<Error>)> handshake_done_;
+  std::optional<asio::steady_timer> handshake_timer_;
+};
+
+class PeerState {
+ public:
+  PeerState(Comm::Impl& impl, Peer peer) : impl_(impl), peer_(std::move(peer)) {}
+  const Peer& peer() const { return peer_; }
+
+  void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
+  void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
+  void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
+  void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
+
+  void add_connection(std::shared_ptr<Connection> connection);
+  void on_connection_lost(Connection& connection, const Error& error, bool local);
+  // A decoded message from one of this peer's connections.
+  void deliver(std::uint32_t tag, Received message);
+  // The recv_into waiter a frame on tag should be read into, if the next waiter is one.
+  std::shared_ptr<RecvWaiter> into_waiter_for(std::uint32_t tag);
+  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result);
+  // Inbound bound: true if the connection must pause until the application drains.
+  bool pause_if_full(const std::shared_ptr<Connection>& connection);
+  void close_all(const Error& error);
+
+ private:
+  void admit_waiting();
+  void admit(const std::shared_ptr<OutMessage>& message);
+  void release(OutMessage& message);
+  void pump();
+  void finish_active(std::error_code ec);
+  void ensure_connection();
+  void dial(Clock::time_point deadline, std::chrono::milliseconds backoff);
+  void fail_sends(const Error& error);
+  Connection* send_connection() const;
+  bool has_capacity_for(std::uint64_t bytes) const;
+  void resume_paused();
+
+  Comm::Impl& impl_;
+  Peer peer_;
+  // Send side.
+  std::deque<std::shared_ptr<OutMessage>> capacity_waiters_;
+  std::deque<std::shared_ptr<OutMessage>> queue_;
+  std::shared_ptr<OutMessage> active_;
+  Connection* active_connection_ = nullptr;
+  std::uint64_t queued_messages_ = 0;  // queued + active
+  std::uint64_t queued_bytes_ = 0;
+  bool dialing_ = false;
+  std::optional<asio::steady_timer> backoff_timer_;
+  std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
+  // Receive side.
+  std::unordered_map<std::uint32_t, std::deque<Received>> inbox_;
+  std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
+  std::uint64_t unreceived_bytes_ = 0;
+  std::uint64_t unreceived_messages_ = 0;
+  std::vector<std::shared_ptr<Connection>> paused_;
+  bool closed_ = false;
+};
+
+struct Comm::Impl {
+  explicit Impl(CommSpec s);
+  ~Impl();
+
+  asio::io_context io;  // first member: destroyed last
+  std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
+  std::thread thread;
+  CommSpec spec;
+  std::unique_ptr<transport::TcpListener> listener;
+  std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
+  std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
+
+  // Any thread.
+  mutable std::shared_mutex codec_mutex;  // guards registry and allocator
+  TypeRegistry registry;
+  BufferAllocator allocator;
+  std::atomic<std::uint64_t> next_message_id{1};
+  std::atomic<bool> closed{false};
+  struct AtomicStats {
+    std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
+        wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
+        connections_rejected{0};
+  } stats;
+
+  Poster poster();
+  transport::TcpOptions tcp_options() const { return {spec.config.tcp_nodelay}; }
+  PeerState* find_peer(std::string_view node_id) const;
+  void on_accepted(std::unique_ptr<transport::Stream> stream);
+  void close_from_loop();
+};
+
+std::string new_connection_id();
+std::string seconds_text(double seconds);
+
+}  // namespace wcomm

@@ -1,0 +1,403 @@
+// PeerState: one peer's bounded FIFO send queue and writer, its dialing with backoff, and
+// its tag-matched inbox. Loop thread only.
+#include <spdlog/spdlog.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/comm_impl.h"
+
+namespace wcomm {
+namespace {
+
+Clock::duration to_duration(Seconds s) { return std::chrono::duration_cast<Clock::duration>(s); }
+
+Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
+  return {ErrorCode::kOperationTimeout, std::string(what) + " to/from '" + peer.node_id + "' timed out after " +
+                                            seconds_text(timeout.count()) + " s"};
+}
+
+}  // namespace
+
+std::vector<asio::const_buffer> OutMessage::gather() const {
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(1 + frame.segments.size());
+  buffers.emplace_back(frame.head.data(), frame.head.size());
+  for (const Buffer& b : frame.segments)
+    if (b.size()) buffers.emplace_back(b.data(), b.size());
+  return buffers;
+}
+
+// ---- send side -------------------------------------------------------------------------
+
+bool PeerState::has_capacity_for(std::uint64_t bytes) const {
+  const CommConfig& c = impl_.spec.config;
+  return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
+}
+
+void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
+  if (closed_) {
+    message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
+    return;
+  }
+  if (options.timeout) {
+    message->timer.emplace(impl_.io, to_duration(*options.timeout));
+    message->timer->async_wait([this, weak = std::weak_ptr(message), timeout = *options.timeout](std::error_code ec) {
+      auto m = weak.lock();
+      if (!ec && m) cancel_send(m, timeout_error("send", peer_, timeout));
+    });
+  }
+  if (capacity_waiters_.empty() && has_capacity_for(message->bytes())) return admit(message);
+  if (!options.wait_for_capacity) {
+    const CommConfig& c = impl_.spec.config;
+    message->promise.complete(Error{
+        ErrorCode::kBackpressure,
+        "send queue to '" + peer_.node_id + "' is full (" + std::to_string(queued_messages_) + " messages, " +
+            std::to_string(queued_bytes_) + " bytes queued; limits max_peer_queued_messages=" +
+            std::to_string(c.max_peer_queued_messages) + ", max_peer_queued_bytes=" +
+            std::to_string(c.max_peer_queued_bytes) + "); retry later or send with wait_for_capacity"});
+    message->timer.reset();
+    return;
+  }
+  message->state = OutMessage::State::kWaitingForCapacity;
+  capacity_waiters_.push_back(std::move(message));
+}
+
+void PeerState::admit(const std::shared_ptr<OutMessage>& message) {
+  message->state = OutMessage::State::kQueued;
+  queued_messages_ += 1;
+  queued_bytes_ += message->bytes();
+  queue_.push_back(message);
+  ensure_connection();
+  pump();
+}
+
+void PeerState::admit_waiting() {
+  while (!capacity_waiters_.empty()) {
+    auto& next = capacity_waiters_.front();
+    if (next->state == OutMessage::State::kDone) {
+      capacity_waiters_.pop_front();
+      continue;
+    }
+    if (!has_capacity_for(next->bytes())) return;
+    auto message = std::move(next);
+    capacity_waiters_.pop_front();
+    admit(message);
+  }
+}
+
+void PeerState::release(OutMessage& message) {
+  queued_messages_ -= 1;
+  queued_bytes_ -= message.bytes();
+}
+
+void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error error) {
+  switch (message->state) {
+    case OutMessage::State::kDone:
+      return;
+    case OutMessage::State::kWaitingForCapacity:
+      message->state = OutMessage::State::kDone;  // skipped lazily by admit_waiting
+      break;
+    case OutMessage::State::kQueued:
+      message->state = OutMessage::State::kDone;  // skipped lazily by pump
+      release(*message);
+      break;
+    case OutMessage::State::kActive:
+      // A partial frame cannot be resumed: drop the connection. Once the stream is closed
+      // (right here, on the loop) nothing touches the message's memory again.
+      message->abort_error = error;
+      if (active_connection_) active_connection_->fail(error, /*local=*/true);
+      return;  // finish_active completes it
+  }
+  message->timer.reset();
+  message->frame.segments.clear();
+  message->promise.complete(std::move(error));
+  admit_waiting();
+}
+
+Connection* PeerState::send_connection() const {
+  // Both sides send on the connection with the smallest connection_id (wire-v1.md), so
+  // simultaneous dials converge on one connection.
+  Connection* best = nullptr;
+  for (const auto& c : connections_)
+    if (!best || c->connection_id() < best->connection_id()) best = c.get();
+  return best;
+}
+
+void PeerState::pump() {
+  if (active_ || closed_) return;
+  Connection* connection = send_connection();
+  if (!connection || connection->writing()) return;
+  while (!queue_.empty() && queue_.front()->state == OutMessage::State::kDone) queue_.pop_front();
+  if (queue_.empty()) return;
+  active_ = std::move(queue_.front());
+  queue_.pop_front();
+  active_->state = OutMessage::State::kActive;
+  active_connection_ = connection;
+  connection->write(active_->gather(), [this, message = active_](std::error_code ec) {
+    if (active_ == message) finish_active(ec);  // else it was completed when its connection died
+  });
+}
+
+void PeerState::finish_active(std::error_code ec) {
+  auto message = std::move(active_);
+  active_connection_ = nullptr;
+  if (!message) return;
+  message->state = OutMessage::State::kDone;
+  message->timer.reset();
+  release(*message);
+  std::uint64_t wire_bytes = message->bytes();
+  message->frame.segments.clear();  // the writer is done with the caller's memory
+  if (message->abort_error) {
+    message->promise.complete(*message->abort_error);
+  } else if (ec) {
+    message->promise.complete(Error{ErrorCode::kConnectionClosed,
+                                    "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
+  } else {
+    impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
+    impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
+    message->promise.complete(SendResult{message->id, wire_bytes});
+  }
+  admit_waiting();
+  pump();
+}
+
+void PeerState::fail_sends(const Error& error) {
+  auto fail_all = [&](std::deque<std::shared_ptr<OutMessage>>& q, bool counted) {
+    for (auto& m : q) {
+      if (m->state == OutMessage::State::kDone) continue;
+      if (counted) release(*m);
+      m->state = OutMessage::State::kDone;
+      m->timer.reset();
+      m->frame.segments.clear();
+      m->promise.complete(error);
+    }
+    q.clear();
+  };
+  fail_all(queue_, true);
+  fail_all(capacity_waiters_, false);
+}
+
+// ---- connections -----------------------------------------------------------------------
+
+void PeerState::ensure_connection() {
+  if (!connections_.empty() || dialing_ || closed_) return;
+  dialing_ = true;
+  dial(Clock::now() + to_duration(Seconds(impl_.spec.config.connect_timeout_s)), std::chrono::milliseconds(10));
+}
+
+void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff) {
+  transport::async_dial_tcp(
+      impl_.io, peer_.host, peer_.port, impl_.tcp_options(),
+      [this, deadline, backoff](std::error_code ec, std::unique_ptr<transport::Stream> stream) {
+        if (closed_) return;
+        auto give_up_or_retry = [this, deadline, backoff](const std::string& why) {
+          bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();
+          if (nothing_to_send || Clock::now() + backoff >= deadline) {
+            dialing_ = false;
+            if (!connections_.empty()) return pump();  // the peer dialled us meanwhile
+            fail_sends({ErrorCode::kConnectionFailed,
+                        "could not connect to '" + peer_.node_id + "' at " + peer_.host + ":" +
+                            std::to_string(peer_.port) + " within " + seconds_text(impl_.spec.config.connect_timeout_s) +
+                            " s (connect_timeout_s): " + why});
+            return;
+          }
+          // Start order must not matter: retry a refused dial with backoff.
+          backoff_timer_.emplace(impl_.io, backoff);
+          backoff_timer_->async_wait([this, deadline, backoff](std::error_code ec) {
+            if (ec || closed_) return;
+            if (!connections_.empty()) {
+              dialing_ = false;
+              return pump();
+            }
+            dial(deadline, std::min(backoff * 2, std::chrono::milliseconds(500)));
+          });
+        };
+        if (ec) return give_up_or_retry(ec.message());
+        auto connection = std::make_shared<Connection>(impl_, std::move(stream));
+        impl_.handshaking.insert(connection);
+        connection->handshake_as_dialer(*this, [this, connection, give_up_or_retry](std::optional<Error> error) {
+          impl_.handshaking.erase(connection);
+          if (closed_) return;
+          if (error) return give_up_or_retry(error->message);
+          dialing_ = false;
+          impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
+          add_connection(connection);
+        });
+      });
+}
+
+void PeerState::add_connection(std::shared_ptr<Connection> connection) {
+  if (closed_) return connection->send_close_and_stop();
+  connections_.push_back(connection);
+  connection->start_reading();
+  pump();
+}
+
+void PeerState::on_connection_lost(Connection& connection, const Error& error, bool local) {
+  auto it = std::find_if(connections_.begin(), connections_.end(), [&](auto& c) { return c.get() == &connection; });
+  if (it == connections_.end()) return;
+  auto keep_alive = *it;  // the connection may be running this very call
+  connections_.erase(it);
+  paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
+  if (active_connection_ == &connection) {
+    // The stream is closed: complete the active message now rather than when the aborted
+    // write's handler runs; finish_active is idempotent through active_.
+    finish_active(asio::error::operation_aborted);
+  }
+  if (!local) fail_sends(error);
+  // Operations waiting on this peer learn that its connection went away.
+  if (connections_.empty() || !local) {
+    for (auto& [tag, queue] : waiters_) {
+      for (auto& w : queue) {
+        if (w->done || w->claimed) continue;
+        w->done = true;
+        w->timer.reset();
+        w->promise.complete(Error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
+                                      ? ErrorCode::kConnectionClosed
+                                      : error.code,
+                                  error.message});
+      }
+      std::erase_if(queue, [](auto& w) { return w->done; });
+    }
+  }
+  if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
+  pump();
+}
+
+// ---- receive side ----------------------------------------------------------------------
+
+void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
+  if (closed_) {
+    waiter->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
+    return;
+  }
+  auto found = inbox_.find(waiter->tag);
+  if (found != inbox_.end() && !found->second.empty()) {
+    Received message = std::move(found->second.front());
+    found->second.pop_front();
+    unreceived_messages_ -= 1;
+    unreceived_bytes_ -= message.wire_bytes;
+    waiter->done = true;
+    if (!waiter->into.empty()) {
+      // Already received into fresh storage: copy into the caller's tensors.
+      std::size_t next = 0;
+      std::optional<std::string> mismatch;
+      std::function<void(Value&)> fill = [&](Value& v) {
+        if (auto* t = std::get_if<Tensor>(&v.variant())) {
+          if (next >= waiter->into.size()) { mismatch = "more tensors than recv_into was given"; return; }
+          const Tensor& dst = waiter->into[next++];
+          if (dst.dtype() != t->dtype() || dst.shape() != t->shape()) { mismatch = "a tensor's dtype or shape differs"; return; }
+          std::memcpy(dst.data(), t->data(), t->nbytes());
+          impl_.stats.bytes_copied.fetch_add(t->nbytes(), std::memory_order_relaxed);
+          *t = dst;
+        } else if (auto* l = std::get_if<List>(&v.variant())) { for (auto& x : l->items) fill(x); }
+        else if (auto* u = std::get_if<Tuple>(&v.variant())) { for (auto& x : u->items) fill(x); }
+        else if (auto* d = std::get_if<Dict>(&v.variant())) { for (auto& [k, x] : d->items) { fill(k); fill(x); } }
+      };
+      fill(message.value);
+      if (mismatch) {
+        waiter->promise.complete(Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"});
+        resume_paused();
+        return;
+      }
+    }
+    waiter->promise.complete(std::move(message));
+    resume_paused();
+    return;
+  }
+  if (options.timeout) {
+    waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
+    waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
+      auto w = weak.lock();
+      if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
+    });
+  }
+  waiters_[waiter->tag].push_back(std::move(waiter));
+}
+
+void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
+  // A waiter a frame is being read into completes with that frame (it owns the memory now).
+  if (waiter->done || waiter->claimed) return;
+  waiter->done = true;
+  waiter->timer.reset();
+  auto& queue = waiters_[waiter->tag];
+  queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+  waiter->promise.complete(std::move(error));
+}
+
+std::shared_ptr<RecvWaiter> PeerState::into_waiter_for(std::uint32_t tag) {
+  auto found = waiters_.find(tag);
+  if (found == waiters_.end() || found->second.empty()) return nullptr;
+  auto& front = found->second.front();
+  return front->into.empty() ? nullptr : front;
+}
+
+void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result) {
+  auto& queue = waiters_[waiter->tag];
+  queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+  waiter->done = true;
+  waiter->timer.reset();
+  waiter->promise.complete(std::move(result));
+}
+
+void PeerState::deliver(std::uint32_t tag, Received message) {
+  auto found = waiters_.find(tag);
+  if (found != waiters_.end()) {
+    auto& queue = found->second;
+    while (!queue.empty()) {
+      auto waiter = std::move(queue.front());
+      queue.pop_front();
+      if (waiter->done) continue;
+      waiter->done = true;
+      waiter->timer.reset();
+      waiter->promise.complete(std::move(message));
+      return;
+    }
+  }
+  unreceived_messages_ += 1;
+  unreceived_bytes_ += message.wire_bytes;
+  inbox_[tag].push_back(std::move(message));
+}
+
+bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
+  const CommConfig& c = impl_.spec.config;
+  if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
+    return false;
+  paused_.push_back(connection);
+  return true;
+}
+
+void PeerState::resume_paused() {
+  const CommConfig& c = impl_.spec.config;
+  if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
+      unreceived_bytes_ >= c.max_peer_unreceived_bytes)
+    return;
+  auto paused = std::move(paused_);
+  paused_.clear();
+  for (auto& connection : paused) connection->resume_reading();
+}
+
+void PeerState::close_all(const Error& error) {
+  if (closed_) return;
+  closed_ = true;
+  backoff_timer_.reset();
+  if (active_) {
+    active_->abort_error = error;
+    finish_active(asio::error::operation_aborted);
+  }
+  fail_sends(error);
+  for (auto& [tag, queue] : waiters_)
+    for (auto& w : queue) {
+      if (w->done) continue;
+      w->done = true;
+      w->timer.reset();
+      w->promise.complete(error);
+    }
+  waiters_.clear();
+  auto connections = std::move(connections_);
+  connections_.clear();
+  for (auto& c : connections) c->send_close_and_stop();
+}
+
+}  // namespace wcomm

@@ -1,0 +1,123 @@
+// TCP transport on Asio: a Stream over a connected socket, the listener and the dialer.
+#include "transport/tcp.h"
+
+#include <sys/socket.h>
+
+#include <memory>
+#include <utility>
+
+namespace wcomm::transport {
+namespace {
+
+class TcpStream final : public Stream {
+ public:
+  explicit TcpStream(asio::ip::tcp::socket socket) : socket_(std::move(socket)) {
+    std::error_code ec;
+    auto local = socket_.local_endpoint(ec);
+    auto remote = socket_.remote_endpoint(ec);
+    description_ = "tcp " + local.address().to_string() + ":" + std::to_string(local.port()) + " <-> " +
+                   remote.address().to_string() + ":" + std::to_string(remote.port());
+  }
+  ~TcpStream() override { close(); }
+
+  void async_read(std::vector<asio::mutable_buffer> buffers, IoHandler handler) override {
+    asio::async_read(socket_, std::move(buffers), std::move(handler));
+  }
+  void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) override {
+    asio::async_write(socket_, std::move(buffers), std::move(handler));
+  }
+  void try_write_now(const void* data, std::size_t size) override {
+    if (socket_.is_open()) ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  void close() override {
+    std::error_code ec;
+    if (!socket_.is_open()) return;
+    socket_.shutdown(asio::ip::tcp::socket::shutdown_both, ec);
+    socket_.close(ec);
+  }
+  std::string describe() const override { return description_; }
+
+ private:
+  asio::ip::tcp::socket socket_;
+  std::string description_;
+};
+
+void apply_options(asio::ip::tcp::socket& socket, const TcpOptions& options) {
+  std::error_code ec;
+  socket.set_option(asio::ip::tcp::no_delay(options.nodelay), ec);
+}
+
+}  // namespace
+
+std::unique_ptr<Stream> make_tcp_stream(asio::ip::tcp::socket socket, const TcpOptions& options) {
+  apply_options(socket, options);
+  return std::make_unique<TcpStream>(std::move(socket));
+}
+
+TcpListener::TcpListener(asio::io_context& io, const std::string& host, std::uint16_t port, TcpOptions options)
+    : acceptor_(io), options_(options) {
+  std::error_code ec;
+  asio::ip::tcp::resolver resolver(io);
+  auto results = resolver.resolve(host, std::to_string(port), asio::ip::tcp::resolver::passive, ec);
+  if (ec || results.empty())
+    throw ConnectionFailedError("cannot resolve bind address '" + host + "': " + ec.message());
+  auto endpoint = results.begin()->endpoint();
+  acceptor_.open(endpoint.protocol(), ec);
+  if (!ec) acceptor_.set_option(asio::socket_base::reuse_address(true), ec);
+  if (!ec) acceptor_.bind(endpoint, ec);
+  if (!ec) acceptor_.listen(asio::socket_base::max_listen_connections, ec);
+  if (ec)
+    throw ConnectionFailedError("cannot listen on " + host + ":" + std::to_string(port) + ": " + ec.message() +
+                                " (is another node using that port, or is the address not local?)");
+  port_ = acceptor_.local_endpoint().port();
+}
+
+void TcpListener::start(AcceptHandler handler) {
+  handler_ = std::move(handler);
+  accept_next();
+}
+
+void TcpListener::accept_next() {
+  acceptor_.async_accept([this](std::error_code ec, asio::ip::tcp::socket socket) {
+    if (ec == asio::error::operation_aborted || !acceptor_.is_open()) return;
+    if (ec) {
+      handler_(ec, nullptr);
+    } else {
+      handler_({}, make_tcp_stream(std::move(socket), options_));
+    }
+    accept_next();
+  });
+}
+
+void TcpListener::close() {
+  std::error_code ec;
+  acceptor_.close(ec);
+}
+
+void async_dial_tcp(asio::io_context& io, const std::string& host, std::uint16_t port, TcpOptions options,
+                    DialHandler handler) {
+  auto socket = std::make_shared<asio::ip::tcp::socket>(io);
+  std::error_code parse_error;
+  auto address = asio::ip::make_address(host, parse_error);
+  if (!parse_error) {  // a numeric address needs no resolver (whose async form spawns a thread)
+    socket->async_connect({address, port}, [socket, options, handler = std::move(handler)](std::error_code ec) {
+      if (ec) return handler(ec, nullptr);
+      handler({}, make_tcp_stream(std::move(*socket), options));
+    });
+    return;
+  }
+  auto resolver = std::make_shared<asio::ip::tcp::resolver>(io);
+  resolver->async_resolve(
+      host, std::to_string(port),
+      [resolver, socket, options, handler = std::move(handler)](std::error_code ec,
+                                                                asio::ip::tcp::resolver::results_type results) mutable {
+        if (ec) return handler(ec, nullptr);
+        asio::async_connect(*socket, results,
+                            [socket, options, handler = std::move(handler)](std::error_code ec, const auto&) {
+                              if (ec) return handler(ec, nullptr);
+                              handler({}, make_tcp_stream(std::move(*socket), options));
+                            });
+      });
+}
+
+}  // namespace wcomm::transport

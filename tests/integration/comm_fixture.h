@@ -1,0 +1,100 @@
+// Helpers for Comm integration tests: pairs of Comms on loopback with ephemeral ports, and a
+// raw TCP client for speaking (or breaking) the protocol by hand.
+#pragma once
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <gtest/gtest.h>
+
+#include "wcomm/comm.h"
+
+namespace wcomm::testing {
+
+using namespace std::chrono_literals;
+
+// A port that was free a moment ago (bind to 0, read it back, release it).
+inline std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+  socklen_t len = sizeof addr;
+  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
+  ::close(fd);
+  return ntohs(addr.sin_port);
+}
+
+struct Pair {
+  std::shared_ptr<Comm> a, b;
+  Peer peer_a, peer_b;  // as configured on the other side
+};
+
+// Two Comms, node-a and node-b, that know each other. Extra peers may be listed on both.
+inline Pair make_pair(CommConfig config_a = {}, CommConfig config_b = {}, std::vector<Peer> extra_peers = {}) {
+  Pair p;
+  p.peer_a = {"node-a", "127.0.0.1", free_port()};
+  p.peer_b = {"node-b", "127.0.0.1", free_port()};
+  std::vector<Peer> peers_a{p.peer_b}, peers_b{p.peer_a};
+  peers_a.insert(peers_a.end(), extra_peers.begin(), extra_peers.end());
+  peers_b.insert(peers_b.end(), extra_peers.begin(), extra_peers.end());
+  p.a = Comm::create({p.peer_a, peers_a, "127.0.0.1", config_a});
+  p.b = Comm::create({p.peer_b, peers_b, "127.0.0.1", config_b});
+  return p;
+}
+
+// A blocking raw TCP client for hand-made frames.
+class RawClient {
+ public:
+  explicit RawClient(std::uint16_t port) {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_port = htons(port);
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    timeval tv{5, 0};
+    ::setsockopt(fd_, SOL_SOCKET, SO_RCVTIMEO, &tv, sizeof tv);
+    connected_ = ::connect(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0;
+  }
+  ~RawClient() { close(); }
+  bool connected() const { return connected_; }
+  void write(const std::vector<std::uint8_t>& bytes) { (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL); }
+  // Reads until EOF, an error or n bytes; returns what it read.
+  std::vector<std::uint8_t> read(std::size_t n) {
+    std::vector<std::uint8_t> out(n);
+    std::size_t got = 0;
+    while (got < n) {
+      ssize_t r = ::recv(fd_, out.data() + got, n - got, 0);
+      if (r <= 0) break;
+      got += static_cast<std::size_t>(r);
+    }
+    out.resize(got);
+    return out;
+  }
+  // True once the other side has closed the connection (EOF or reset).
+  bool closed_by_peer() {
+    std::uint8_t byte;
+    ssize_t r = ::recv(fd_, &byte, 1, 0);
+    return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
+  }
+  void close() {
+    if (fd_ >= 0) ::close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+  bool connected_ = false;
+};
+
+}  // namespace wcomm::testing
