@@ -1,0 +1,72 @@
+// Benchmark settings: validation, the throughput message count, and the report section.
+#include "bench/settings.h"
+
+#include <algorithm>
+#include <stdexcept>
+
+namespace wcomm::bench {
+namespace {
+
+bool is_direction(const std::string& d) { return d == "upload" || d == "download" || d == "bidirectional"; }
+
+}  // namespace
+
+void BenchSettings::validate() const {
+  for (const auto& d : directions)
+    if (!is_direction(d))
+      throw std::invalid_argument("directions: '" + d + "' is not one of upload, download, bidirectional");
+  for (const auto& d : load_directions)
+    if (!is_direction(d))
+      throw std::invalid_argument("load_directions: '" + d + "' is not one of upload, download, bidirectional");
+  if (latency_rounds == 0 && !latency_sizes.empty())
+    throw std::invalid_argument("latency_rounds: must be at least 1 when latency sizes are given");
+  if (throughput_trials == 0 && !throughput_sizes.empty())
+    throw std::invalid_argument("throughput_trials: must be at least 1 when throughput sizes are given");
+  if (min_throughput_messages == 0)
+    throw std::invalid_argument("min_throughput_messages: must be at least 1");
+  if (max_throughput_messages < min_throughput_messages)
+    throw std::invalid_argument("max_throughput_messages: must be at least min_throughput_messages (" +
+                                std::to_string(min_throughput_messages) + ")");
+  if (!(operation_timeout > 0.0)) throw std::invalid_argument("operation_timeout: must be a positive number of seconds");
+  if (!tensor_sizes.empty())
+    throw std::invalid_argument(
+        "tensor_sizes: tensor round trips are not implemented in this wcomm release yet; leave --tensor-sizes empty");
+  if (!load_fractions.empty())
+    throw std::invalid_argument(
+        "load_fractions: latency under load is not implemented in this wcomm release yet; leave --load-fractions "
+        "empty");
+}
+
+std::uint64_t throughput_message_count(const BenchSettings& settings, std::uint64_t payload_bytes) {
+  const std::uint64_t wanted =
+      payload_bytes == 0 ? settings.max_throughput_messages : settings.throughput_target_bytes / payload_bytes;
+  return std::clamp(wanted, settings.min_throughput_messages, settings.max_throughput_messages);
+}
+
+nlohmann::json settings_to_json(const BenchSettings& s) {
+  return {
+      {"directions", s.directions},
+      {"latency_rounds", s.latency_rounds},
+      {"latency_sizes", s.latency_sizes},
+      {"load_concurrencies", s.load_concurrencies},
+      {"load_directions", s.load_directions},
+      {"load_duration", s.load_duration},
+      {"load_fractions", s.load_fractions},
+      {"load_probe_interval", s.load_probe_interval},
+      {"load_probe_size", s.load_probe_size},
+      {"max_throughput_messages", s.max_throughput_messages},
+      {"min_throughput_messages", s.min_throughput_messages},
+      {"operation_timeout", s.operation_timeout},
+      {"ping_count", s.ping_count},
+      {"random_seed", s.random_seed},
+      {"sample_interval", s.sample_interval},
+      {"tensor_rounds", s.tensor_rounds},
+      {"tensor_sizes", s.tensor_sizes},
+      {"throughput_sizes", s.throughput_sizes},
+      {"throughput_target_bytes", s.throughput_target_bytes},
+      {"throughput_trials", s.throughput_trials},
+      {"warmup_rounds", s.warmup_rounds},
+  };
+}
+
+}  // namespace wcomm::bench
