@@ -19,6 +19,7 @@
 
 #include <asio.hpp>
 
+#include "comm/egress.h"
 #include "transport/stream.h"
 #include "transport/tcp.h"
 #include "wcomm/comm.h"
@@ -99,7 +100,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
 
 class PeerState {
  public:
-  PeerState(Comm::Impl& impl, Peer peer) : impl_(impl), peer_(std::move(peer)) {}
+  PeerState(Comm::Impl& impl, Peer peer);
   const Peer& peer() const { return peer_; }
 
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
@@ -124,6 +125,7 @@ class PeerState {
   void release(OutMessage& message);
   void pump();
   void finish_active(std::error_code ec);
+  void write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset);
   void ensure_connection();
   void dial(Clock::time_point deadline, std::chrono::milliseconds backoff);
   void fail_sends(const Error& error);
@@ -141,6 +143,8 @@ class PeerState {
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
   bool dialing_ = false;
+  EgressPacer pacer_;
+  std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
   std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
   // Receive side.

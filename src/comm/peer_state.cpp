@@ -30,6 +30,11 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 
 // ---- send side -------------------------------------------------------------------------
 
+PeerState::PeerState(Comm::Impl& impl, Peer peer)
+    : impl_(impl),
+      peer_(std::move(peer)),
+      pacer_(impl.spec.config.egress_rate_bytes_per_second, impl.spec.config.egress_burst_bytes) {}
+
 bool PeerState::has_capacity_for(std::uint64_t bytes) const {
   const CommConfig& c = impl_.spec.config;
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
@@ -134,9 +139,33 @@ void PeerState::pump() {
   queue_.pop_front();
   active_->state = OutMessage::State::kActive;
   active_connection_ = connection;
+  if (pacer_.enabled()) return write_paced(active_, 0);
   connection->write(active_->gather(), [this, message = active_](std::error_code ec) {
     if (active_ == message) finish_active(ec);  // else it was completed when its connection died
   });
+}
+
+void PeerState::write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset) {
+  // With a rate set, the frame goes out in quanta, each once the token bucket allows it.
+  if (active_ != message || !active_connection_) return;
+  std::uint64_t total = message->bytes();
+  if (offset >= total) return finish_active({});
+  std::uint64_t quantum = std::min(impl_.spec.config.egress_quantum_bytes, total - offset);
+  auto delay = pacer_.delay_for(quantum);
+  if (delay > Clock::duration::zero()) {
+    pacer_timer_.emplace(impl_.io, delay);
+    pacer_timer_->async_wait([this, message, offset](std::error_code ec) {
+      if (!ec) write_paced(message, offset);
+    });
+    return;
+  }
+  pacer_.consume(quantum);
+  active_connection_->write(slice_buffers(message->gather(), offset, quantum),
+                            [this, message, offset, quantum](std::error_code ec) {
+                              if (active_ != message) return;
+                              if (ec) return finish_active(ec);
+                              write_paced(message, offset + quantum);
+                            });
 }
 
 void PeerState::finish_active(std::error_code ec) {
@@ -382,6 +411,7 @@ void PeerState::close_all(const Error& error) {
   if (closed_) return;
   closed_ = true;
   backoff_timer_.reset();
+  pacer_timer_.reset();
   if (active_) {
     active_->abort_error = error;
     finish_active(asio::error::operation_aborted);

@@ -310,6 +310,21 @@ TEST(CommFailures, InboundBoundPushesBackUntilDrained) {
   for (auto& f : sends) wait_value(std::move(f));
 }
 
+TEST(CommEgress, RateLimitPacesWrites) {
+  CommConfig paced;
+  paced.egress_rate_bytes_per_second = 4 << 20;  // 4 MiB/s
+  paced.egress_quantum_bytes = 64 << 10;
+  paced.egress_burst_bytes = 64 << 10;
+  auto p = make_pair(paced);
+  Tensor t = Tensor::zeros(DType::kUInt8, {2 << 20});
+  auto start = std::chrono::steady_clock::now();
+  wait_value(p.a->send(t, p.a->peer("node-b")));
+  auto got = wait_value(p.b->recv(p.b->peer("node-a")));
+  double elapsed = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+  EXPECT_EQ(got.value, Value(t));
+  EXPECT_GE(elapsed, 0.4);  // 2 MiB at 4 MiB/s cannot take less than ~0.5 s
+}
+
 TEST(CommCallbacks, ThenRunsOnceOffTheCallingThread) {
   auto p = make_pair();
   std::promise<std::thread::id> where;

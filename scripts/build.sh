@@ -1,0 +1,13 @@
+#!/usr/bin/env bash
+# Configures and builds wcomm. Usage: scripts/build.sh [BUILD_DIR] [SANITIZERS]
+#   scripts/build.sh                      # build/ (RelWithDebInfo)
+#   scripts/build.sh build-asan address,undefined
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/bootstrap.sh
+dir=${1:-build}
+sanitize=${2:-}
+generator=()
+command -v ninja >/dev/null && generator=(-G Ninja)
+cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=RelWithDebInfo -DWCOMM_SANITIZE="$sanitize" >/dev/null
+cmake --build "$dir" -j "${WCOMM_JOBS:-2}"

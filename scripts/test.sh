@@ -1,0 +1,29 @@
+#!/usr/bin/env bash
+# Runs every test: the C++ suites (ctest), the Python suite (pytest, when present), then the
+# same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer. Installs what it needs.
+# WCOMM_SKIP_SANITIZERS=1 skips the sanitizer pass; WCOMM_LONG_TESTS=1 adds soak and fuzz runs.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+echo "== build (RelWithDebInfo)"
+bash scripts/build.sh build
+echo "== ctest"
+(cd build && ctest --output-on-failure -j2 --timeout 300)
+
+if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
+  echo "== pytest"
+  bash scripts/install-python.sh build
+  set +e
+  /usr/bin/python3 -m pytest -q tests/python
+  rc=$?
+  set -e
+  [ $rc -eq 0 ] || [ $rc -eq 5 ] || exit $rc
+fi
+
+if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
+  echo "== build (ASan + UBSan)"
+  bash scripts/build.sh build-asan address,undefined
+  echo "== ctest under ASan + UBSan"
+  (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
+     ctest --output-on-failure -j2 --timeout 600)
+fi
