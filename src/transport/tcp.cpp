@@ -9,6 +9,12 @@
 namespace wcomm::transport {
 namespace {
 
+// asio's transfer_all caps each read/write system call at 64 KiB, which halves loopback
+// goodput; let one call move as much as the kernel takes.
+struct TransferAllInLargeSteps {
+  std::size_t operator()(const std::error_code& ec, std::size_t) const { return ec ? 0 : std::size_t{1} << 30; }
+};
+
 class TcpStream final : public Stream {
  public:
   explicit TcpStream(asio::ip::tcp::socket socket) : socket_(std::move(socket)) {
@@ -21,10 +27,10 @@ class TcpStream final : public Stream {
   ~TcpStream() override { close(); }
 
   void async_read(std::vector<asio::mutable_buffer> buffers, IoHandler handler) override {
-    asio::async_read(socket_, std::move(buffers), std::move(handler));
+    asio::async_read(socket_, std::move(buffers), TransferAllInLargeSteps{}, std::move(handler));
   }
   void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) override {
-    asio::async_write(socket_, std::move(buffers), std::move(handler));
+    asio::async_write(socket_, std::move(buffers), TransferAllInLargeSteps{}, std::move(handler));
   }
   void try_write_now(const void* data, std::size_t size) override {
     if (socket_.is_open()) ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
