@@ -1,0 +1,213 @@
+// The initiator side of the benchmark control protocol (wire-v1.md) and its report.
+#include "bench/initiator.h"
+
+#include <cstdio>
+#include <cstring>
+#include <string>
+#include <vector>
+
+#include "bench/bulk.h"
+#include "bench/clock.h"
+#include "bench/json_value.h"
+#include "bench/process_usage.h"
+#include "bench/protocol.h"
+#include "bench/report.h"
+#include "bench/stats.h"
+#include "bench/throughput.h"
+
+namespace wcomm::bench {
+namespace {
+
+std::string format(const char* fmt, auto... args) {
+  char line[512];
+  std::snprintf(line, sizeof line, fmt, args...);
+  return line;
+}
+
+class Initiator {
+ public:
+  Initiator(Comm& comm, const Peer& responder, const InitiatorOptions& options)
+      : options_(options),
+        settings_(options.settings),
+        control_(comm, responder, Seconds(options.settings.operation_timeout)) {}
+
+  nlohmann::json run();
+
+ private:
+  void say(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+  double hello();
+  nlohmann::json latency(std::uint64_t payload_bytes);
+  double ping_ms(const Bytes& payload);
+  ThroughputTrial trial(const std::string& direction, std::uint64_t size, std::uint64_t count);
+  nlohmann::json stop();
+
+  const InitiatorOptions& options_;
+  const BenchSettings& settings_;
+  ControlChannel control_;
+  ZeroPayloads zeros_;
+  std::int64_t next_sequence_ = 0;
+};
+
+// The first exchange also pays for the dial and the COMM handshake: V0.1 reports it as the
+// first-connection cost.
+double Initiator::hello() {
+  const auto start = BenchClock::now();
+  auto sent = control_.post(Dict{{"op", "hello"},
+                                 {"protocol_version", kBenchProtocolVersion},
+                                 {"ping_count", settings_.ping_count},
+                                 {"latency_under_load", false}});
+  Dict reply = control_.expect("hello");
+  const auto end = BenchClock::now();
+  sent.get();
+  if (int_field(reply, "protocol_version") != kBenchProtocolVersion)
+    throw BenchProtocolError("benchmark protocol: the responder speaks protocol_version " +
+                             std::to_string(int_field(reply, "protocol_version")) + ", this initiator 1");
+  return seconds_between(start, end) * 1e3;
+}
+
+// A patterned (not zero) payload, so that an echo that is not the bytes sent is caught.
+Bytes patterned_payload(std::uint64_t size) {
+  Buffer buffer = Buffer::allocate(size);
+  for (std::uint64_t i = 0; i < size; ++i) buffer.data()[i] = static_cast<std::uint8_t>(i * 131 + 7);
+  return Bytes(std::move(buffer));
+}
+
+double Initiator::ping_ms(const Bytes& payload) {
+  const std::int64_t sequence = next_sequence_++;
+  const auto start = BenchClock::now();
+  auto sent = control_.post(Dict{{"op", "ping"}, {"sequence", sequence}, {"payload", payload}});
+  Dict pong = control_.expect("pong");
+  const auto end = BenchClock::now();
+  sent.get();
+  // Checked after the clock stopped: the check is not part of the round trip.
+  if (int_field(pong, "sequence") != sequence)
+    throw BenchProtocolError("benchmark protocol: pong for sequence " + std::to_string(int_field(pong, "sequence")) +
+                             ", expected " + std::to_string(sequence));
+  const Bytes& echo = bytes_field(pong, "payload");
+  if (echo.size() != payload.size() ||
+      (payload.size() > 0 && std::memcmp(echo.buffer.data(), payload.buffer.data(), payload.size()) != 0))
+    throw BenchProtocolError("benchmark protocol: the pong's payload is not the ping's (" +
+                             std::to_string(echo.size()) + " bytes back for " + std::to_string(payload.size()) + ")");
+  return seconds_between(start, end) * 1e3;
+}
+
+nlohmann::json Initiator::latency(std::uint64_t payload_bytes) {
+  const Bytes payload = patterned_payload(payload_bytes);
+  for (std::uint64_t i = 0; i < settings_.warmup_rounds; ++i) ping_ms(payload);
+  std::vector<double> samples;
+  samples.reserve(settings_.latency_rounds);
+  for (std::uint64_t i = 0; i < settings_.latency_rounds; ++i) samples.push_back(ping_ms(payload));
+  nlohmann::json summary = summarize(samples);
+  say(format("latency %llu B: p50 %.3f ms, p99 %.3f ms over %zu rounds",
+             static_cast<unsigned long long>(payload_bytes), summary["p50"].get<double>(),
+             summary["p99"].get<double>(), samples.size()));
+  return {{"payload_bytes", payload_bytes},
+          {"rounds", settings_.latency_rounds},
+          {"samples_ms", samples},
+          {"summary_ms", std::move(summary)}};
+}
+
+// One phase: request -> ready -> bulk frames in the phase's direction(s) -> complete. The
+// initiator's clock runs from `ready` to `complete`, so it covers the whole transfer as the
+// application sees it (V0.1's end-to-end phase time).
+ThroughputTrial Initiator::trial(const std::string& direction, std::uint64_t size, std::uint64_t count) {
+  Comm& comm = control_.comm();
+  const Peer& peer = control_.peer();
+  const Seconds timeout = control_.timeout();
+  const bool uploads = direction != "download";
+  const bool downloads = direction != "upload";
+
+  // Receives are posted before the request, so the responder's first frames find them.
+  std::optional<BulkReceiver> receiver;
+  if (downloads) receiver.emplace(comm, peer, kBulkTag, size, count, timeout);
+  control_.send(Dict{{"op", direction}, {"size", size}, {"count", count}});
+  control_.expect("ready");
+  const auto start = BenchClock::now();
+  if (uploads) send_bulk(comm, peer, zeros_, kBulkTag, size, count, timeout);
+  if (receiver) receiver->wait();
+  Dict complete = control_.expect("complete");
+  const auto end = BenchClock::now();
+
+  if (string_field(complete, "phase") != direction || size_field(complete, "size") != size ||
+      size_field(complete, "count") != count)
+    throw BenchProtocolError("benchmark protocol: 'complete' for " + summarize(Value(complete)) + ", expected phase " +
+                             direction + " size " + std::to_string(size) + " count " + std::to_string(count));
+  ThroughputTrial t;
+  t.payload_bytes_per_message = size;
+  t.messages_per_direction = count;
+  t.streams = streams_of(direction);
+  t.elapsed_s = seconds_between(start, end);
+  t.responder_elapsed_s = number_field(complete, "responder_elapsed_s");
+  return t;
+}
+
+nlohmann::json Initiator::stop() {
+  control_.send(Dict{{"op", "stop"}});
+  Dict stopped = control_.expect("stopped");
+  const Value* report = stopped.find("report");
+  return report != nullptr ? value_to_json(*report) : nlohmann::json(nullptr);
+}
+
+nlohmann::json Initiator::run() {
+  settings_.validate();
+  const ProcessUsage usage_before = sample_process_usage();
+  nlohmann::json report = nlohmann::json::object();
+  report["schema_version"] = kReportSchemaVersion;
+  report["started_at"] = utc_timestamp_now();
+  report["transport"] = "tcp";
+  report["settings"] = settings_to_json(settings_);
+  report["semantics"] = semantics_section();
+
+  const Peer& peer = control_.peer();
+  say("initiator " + control_.comm().local().node_id + " -> " + peer.node_id + " at " + peer.host + ":" +
+      std::to_string(peer.port));
+  const double setup_ms = hello();
+  report["connection_setup_ms"] = setup_ms;
+  say(format("connected: first exchange (dial, handshake, hello) %.3f ms", setup_ms));
+
+  nlohmann::json latency = nlohmann::json::array();
+  for (std::uint64_t size : settings_.latency_sizes) latency.push_back(this->latency(size));
+  report["latency"] = std::move(latency);
+
+  nlohmann::json throughput = {{"upload", nlohmann::json::array()},
+                               {"download", nlohmann::json::array()},
+                               {"bidirectional", nlohmann::json::array()}};
+  for (const std::string& direction : settings_.directions) {
+    for (std::uint64_t size : settings_.throughput_sizes) {
+      const std::uint64_t count = throughput_message_count(settings_, size);
+      std::vector<ThroughputTrial> trials;
+      for (std::uint64_t i = 0; i < settings_.throughput_trials; ++i) trials.push_back(trial(direction, size, count));
+      nlohmann::json entry = aggregate_trials(trials);
+      say(format("%s %llu B x %llu: median %.1f Mbps aggregate over %zu trials", direction.c_str(),
+                 static_cast<unsigned long long>(size), static_cast<unsigned long long>(count),
+                 entry["aggregate_goodput_mbps"]["p50"].get<double>(), trials.size()));
+      throughput[direction].push_back(std::move(entry));
+    }
+  }
+  report["throughput"] = std::move(throughput);
+
+  nlohmann::json initiator = node_section(control_.comm().local().node_id, options_.interface);
+  initiator["tcp_socket_before_stop"] = nullptr;  // diagnostics placeholder
+  add_process_usage(initiator, usage_before, sample_process_usage());
+  report["responder"] = stop();
+  report["initiator"] = std::move(initiator);
+  report["responder_environment_at_handshake"] = nullptr;
+  report["ping_to_initiator"] = nullptr;
+  report["ping_to_responder"] = nullptr;
+  report["latency_under_load"] = nlohmann::json::array();  // load_fractions is empty (settings.validate)
+  report["tensor"] = nullptr;                              // tensor_sizes is empty
+  report["wcomm"] = wcomm_section();
+  report["finished_at"] = utc_timestamp_now();
+  say("done");
+  return report;
+}
+
+}  // namespace
+
+nlohmann::json run_initiator(Comm& comm, const Peer& responder, const InitiatorOptions& options) {
+  return Initiator(comm, responder, options).run();
+}
+
+}  // namespace wcomm::bench

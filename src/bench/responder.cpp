@@ -1,0 +1,142 @@
+// The responder side of the benchmark control protocol (wire-v1.md).
+#include "bench/responder.h"
+
+#include <cstdio>
+
+#include "bench/bulk.h"
+#include "bench/clock.h"
+#include "bench/json_value.h"
+#include "bench/process_usage.h"
+#include "bench/protocol.h"
+#include "bench/report.h"
+
+namespace wcomm::bench {
+namespace {
+
+class Responder {
+ public:
+  Responder(Comm& comm, const Peer& initiator, const ResponderOptions& options)
+      : options_(options), control_(comm, initiator, options.operation_timeout) {}
+
+  nlohmann::json run();
+
+ private:
+  void say(const std::string& line) const {
+    if (options_.progress) options_.progress(line);
+  }
+  // Answers one request; returns false after `stop`.
+  bool handle(Dict request);
+  void phase(const std::string& direction, const Dict& request);
+  nlohmann::json own_report() const;
+
+  const ResponderOptions& options_;
+  ControlChannel control_;
+  ZeroPayloads zeros_;
+  ProcessUsage usage_before_ = sample_process_usage();
+  nlohmann::json final_report_;
+};
+
+bool Responder::handle(Dict request) {
+  const std::string op = op_of(request);
+  if (op == "ping") {
+    // The echo reuses the received payload's buffer: nothing is copied.
+    control_.post(Dict{{"op", "pong"}, {"sequence", field(request, "sequence")}, {"payload", field(request, "payload")}});
+    return true;
+  }
+  if (op == "hello") {
+    const std::int64_t version = int_field(request, "protocol_version");
+    if (version != kBenchProtocolVersion)
+      throw BenchProtocolError("the initiator speaks benchmark protocol_version " + std::to_string(version) +
+                               ", this responder 1");
+    const Value* under_load = request.find("latency_under_load");
+    if (under_load != nullptr && under_load->is<bool>() && under_load->as<bool>())
+      throw BenchProtocolError("latency under load is not implemented in this wcomm release yet");
+    say("hello from " + control_.peer().node_id);
+    control_.send(Dict{{"op", "hello"}, {"protocol_version", kBenchProtocolVersion}});
+    return true;
+  }
+  if (op == "upload" || op == "download" || op == "bidirectional") {
+    phase(op, request);
+    return true;
+  }
+  if (op == "tensor_ping") {
+    control_.post(Dict{{"op", "tensor_pong"}, {"sequence", field(request, "sequence")}, {"payload", field(request, "payload")}});
+    return true;
+  }
+  if (op == "tensor_structures") {
+    control_.post(Dict{{"op", "tensor_structures"}, {"payload", field(request, "payload")}});
+    return true;
+  }
+  if (op == "diagnostics") {
+    // System and network diagnostics come with a later release; the shape is kept.
+    control_.send(Dict{{"op", "diagnostics"}, {"environment_before", Value()}, {"ping_to_initiator", Value()}});
+    return true;
+  }
+  if (op == "stop") {
+    say("stop: sending the report");
+    final_report_ = own_report();
+    control_.send(Dict{{"op", "stopped"}, {"report", json_to_value(final_report_)}});
+    return false;
+  }
+  throw BenchProtocolError("unknown request op '" + op + "'");
+}
+
+// The responder's clock runs from sending `ready` until its side of the phase is done: every
+// frame received (upload), written (download), or both (bidirectional).
+void Responder::phase(const std::string& direction, const Dict& request) {
+  const std::uint64_t size = size_field(request, "size");
+  const std::uint64_t count = size_field(request, "count");
+  Comm& comm = control_.comm();
+  const Peer& peer = control_.peer();
+  const Seconds timeout = control_.timeout();
+  const bool receives = direction != "download";
+  const bool sends = direction != "upload";
+
+  std::optional<BulkReceiver> receiver;
+  if (receives) receiver.emplace(comm, peer, kBulkTag, size, count, timeout);
+  const auto start = BenchClock::now();
+  // Queued ahead of the bulk frames on the same connection, so it arrives first.
+  auto ready = control_.post(Dict{{"op", "ready"}});
+  if (sends) send_bulk(comm, peer, zeros_, kBulkTag, size, count, timeout);
+  if (receiver) receiver->wait();
+  const auto end = BenchClock::now();
+  ready.get();
+  control_.send(Dict{{"op", "complete"},
+                     {"phase", direction},
+                     {"size", size},
+                     {"count", count},
+                     {"responder_elapsed_s", seconds_between(start, end)}});
+}
+
+nlohmann::json Responder::own_report() const {
+  nlohmann::json report = node_section(control_.comm().local().node_id, options_.interface);
+  add_process_usage(report, usage_before_, sample_process_usage());
+  return report;
+}
+
+nlohmann::json Responder::run() {
+  say("responder " + control_.comm().local().node_id + " waiting for " + control_.peer().node_id);
+  bool first = true;
+  for (;;) {
+    Dict request = control_.receive(first ? options_.first_request_timeout : std::optional<Seconds>(control_.timeout()));
+    first = false;
+    bool more = true;
+    try {
+      more = handle(std::move(request));
+    } catch (const BenchProtocolError& e) {
+      // A request this responder cannot serve: say so to the initiator, which stops.
+      say(std::string("error: ") + e.what());
+      control_.send(Dict{{"op", "error"}, {"message", e.what()}});
+      continue;
+    }
+    if (!more) return final_report_;
+  }
+}
+
+}  // namespace
+
+nlohmann::json run_responder(Comm& comm, const Peer& initiator, const ResponderOptions& options) {
+  return Responder(comm, initiator, options).run();
+}
+
+}  // namespace wcomm::bench

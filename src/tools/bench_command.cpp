@@ -1,0 +1,162 @@
+// `wcomm bench responder|initiator`: the V0.1 benchmark command line over the bench layer.
+#include <cstdio>
+#include <exception>
+#include <iostream>
+#include <memory>
+#include <optional>
+#include <string>
+
+#include <CLI/CLI.hpp>
+#include <nlohmann/json.hpp>
+
+#include "bench/initiator.h"
+#include "bench/report.h"
+#include "bench/responder.h"
+#include "tools/commands.h"
+#include "wcomm/comm.h"
+
+namespace wcomm::tools {
+namespace {
+
+struct CommonOptions {
+  std::string config;
+  std::string peer;
+  std::string interface;
+  std::string output;
+  bool quiet = false;
+  double operation_timeout = 120.0;
+};
+
+void add_common_options(CLI::App& sub, CommonOptions& o) {
+  // --config is accepted before or after the sub-command (V0.1 took it before).
+  sub.add_option("--config", o.config, "node config (YAML: local, peers, comm)");
+  sub.add_option("--peer", o.peer, "node_id of the other side, as listed in the config's peers")->required();
+  sub.add_option("--interface", o.interface, "network interface to record (diagnostics come in a later release)");
+  sub.add_option("--output", o.output, "write the JSON report to this file");
+  sub.add_flag("--quiet", o.quiet, "no progress lines on stderr");
+  sub.add_option("--operation-timeout", o.operation_timeout, "seconds any one exchange or phase may take")
+      ->capture_default_str()
+      ->check(CLI::PositiveNumber);
+}
+
+void add_initiator_options(CLI::App& sub, bench::BenchSettings& s) {
+  sub.add_option("--latency-sizes", s.latency_sizes, "payload sizes of the ping rounds, bytes")
+      ->delimiter(',')->capture_default_str();
+  sub.add_option("--latency-rounds", s.latency_rounds, "timed pings per size")->capture_default_str();
+  sub.add_option("--warmup-rounds", s.warmup_rounds, "untimed pings before each size")->capture_default_str();
+  sub.add_option("--throughput-sizes", s.throughput_sizes, "bulk message sizes, bytes")
+      ->delimiter(',')->capture_default_str();
+  sub.add_option("--throughput-target-bytes", s.throughput_target_bytes, "payload bytes per direction per trial")
+      ->capture_default_str();
+  sub.add_option("--throughput-trials", s.throughput_trials, "trials per direction and size")->capture_default_str();
+  sub.add_option("--directions", s.directions, "throughput phases: upload, download, bidirectional")
+      ->delimiter(',')->capture_default_str();
+  sub.add_option("--min-throughput-messages", s.min_throughput_messages)->capture_default_str();
+  sub.add_option("--max-throughput-messages", s.max_throughput_messages)->capture_default_str();
+  sub.add_option("--ping-count", s.ping_count, "ICMP pings of the diagnostics (recorded)")->capture_default_str();
+  sub.add_option("--random-seed", s.random_seed)->capture_default_str();
+  sub.add_option("--sample-interval", s.sample_interval, "link sampling period, s (recorded)")->capture_default_str();
+  sub.add_option("--tensor-sizes", s.tensor_sizes, "tensor round-trip sizes (not implemented yet: leave empty)")
+      ->delimiter(',');
+  sub.add_option("--tensor-rounds", s.tensor_rounds)->capture_default_str();
+  sub.add_option("--load-fractions", s.load_fractions, "latency under load (not implemented yet: leave empty)")
+      ->delimiter(',');
+  sub.add_option("--load-directions", s.load_directions)->delimiter(',')->capture_default_str();
+  sub.add_option("--load-concurrencies", s.load_concurrencies)->delimiter(',')->capture_default_str();
+  sub.add_option("--load-duration", s.load_duration)->capture_default_str();
+  sub.add_option("--load-probe-interval", s.load_probe_interval)->capture_default_str();
+  sub.add_option("--load-probe-size", s.load_probe_size)->capture_default_str();
+}
+
+bench::ProgressSink progress_sink(bool quiet) {
+  if (quiet) return {};
+  return [](const std::string& line) { std::fprintf(stderr, "wcomm bench: %s\n", line.c_str()); };
+}
+
+void emit(const nlohmann::json& report, const std::string& output) {
+  if (output.empty()) {
+    std::cout << report.dump(2) << std::endl;
+  } else {
+    bench::write_report(report, output);
+  }
+}
+
+}  // namespace
+
+int run_bench(int argc, char** argv) {
+  CLI::App app{"Benchmark the link to another node: start `responder` on one node, then `initiator` on the "
+               "other; the initiator's report holds both sides.",
+               "wcomm bench"};
+  app.fallthrough();
+  app.require_subcommand(1);
+  CommonOptions common;
+  bench::BenchSettings settings;
+  std::optional<double> wait_timeout;
+  app.add_option("--config", common.config, "node config (YAML: local, peers, comm)");
+  CLI::App* responder = app.add_subcommand("responder", "serve one initiator until it stops");
+  CLI::App* initiator = app.add_subcommand("initiator", "run the benchmark against a responder");
+  add_common_options(*responder, common);
+  add_common_options(*initiator, common);
+  responder->add_option("--wait-timeout", wait_timeout, "give up when no initiator arrives within this many seconds")
+      ->check(CLI::PositiveNumber);
+  add_initiator_options(*initiator, settings);
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp& e) {
+    return app.exit(e);
+  } catch (const CLI::ParseError& e) {
+    app.exit(e);
+    return 2;
+  }
+  if (common.config.empty()) {
+    std::fprintf(stderr, "wcomm bench: --config FILE is required (the node's YAML config)\n");
+    return 2;
+  }
+  settings.operation_timeout = common.operation_timeout;
+  try {
+    settings.validate();
+  } catch (const std::invalid_argument& e) {
+    std::fprintf(stderr, "wcomm bench: %s\n", e.what());
+    return 2;
+  }
+
+  const bench::ProgressSink progress = progress_sink(common.quiet);
+  const char* role = responder->parsed() ? "responder" : "initiator";
+  try {
+    const NodeConfig config = load_node_config(common.config);
+    std::shared_ptr<Comm> comm = Comm::create(config);
+    const Peer* peer = nullptr;
+    try {
+      peer = &comm->peer(common.peer);
+    } catch (const std::out_of_range&) {
+      std::fprintf(stderr, "wcomm bench: --peer '%s' is not among the peers of %s\n", common.peer.c_str(),
+                   common.config.c_str());
+      return 2;
+    }
+    nlohmann::json report;
+    if (responder->parsed()) {
+      if (progress)
+        progress("responder " + config.local.node_id + " listening on " + config.bind_host + ":" +
+                 std::to_string(comm->port()));
+      bench::ResponderOptions options;
+      if (wait_timeout) options.first_request_timeout = Seconds(*wait_timeout);
+      options.operation_timeout = Seconds(common.operation_timeout);
+      options.interface = common.interface;
+      options.progress = progress;
+      report = bench::run_responder(*comm, *peer, options);
+    } else {
+      bench::InitiatorOptions options{settings, common.interface, progress};
+      report = bench::run_initiator(*comm, *peer, options);
+    }
+    comm->close();
+    if (responder->parsed() && common.output.empty()) return 0;  // its report went to the initiator
+    emit(report, common.output);
+    return 0;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "wcomm bench %s: %s\n", role, e.what());
+    return 1;
+  }
+}
+
+}  // namespace wcomm::tools

@@ -1,0 +1,338 @@
+// End-to-end benchmark runs on loopback: the bench layer's responder and initiator in two
+// threads, and the `wcomm bench` command in two processes; each checks the report's V0.1 shape.
+#include <fcntl.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <set>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+#include "bench/initiator.h"
+#include "bench/protocol.h"
+#include "bench/responder.h"
+#include "wcomm/comm.h"
+
+namespace wcomm::bench {
+namespace {
+
+using nlohmann::json;
+using namespace std::chrono_literals;
+
+std::set<std::string> keys_of(const json& object) {
+  std::set<std::string> keys;
+  for (const auto& [key, value] : object.items()) keys.insert(key);
+  return keys;
+}
+
+const std::set<std::string> kTopLevelKeys = {
+    "connection_setup_ms", "finished_at", "initiator", "latency", "latency_under_load", "ping_to_initiator",
+    "ping_to_responder", "responder", "responder_environment_at_handshake", "schema_version", "semantics",
+    "settings", "started_at", "tensor", "throughput", "transport"};
+const std::set<std::string> kSummaryKeys = {
+    "p01", "p05", "p25", "p50", "p75", "p90", "p95", "p99", "p99_9", "min", "max", "mean", "stddev", "range",
+    "median_absolute_deviation", "coefficient_of_variation", "jitter_mean_abs_delta", "jitter_p95_abs_delta",
+    "jitter_rms_delta", "outlier_count", "outlier_fraction", "outlier_threshold", "percentile_resolution",
+    "sample_count"};
+const std::set<std::string> kThroughputKeys = {
+    "aggregate_goodput_mbps", "elapsed_s", "messages_per_direction", "messages_per_s", "payload_bytes_per_message",
+    "per_direction_goodput_mbps", "streams", "total_payload_bytes", "total_payload_bytes_all_trials", "trial_count",
+    "trials"};
+const std::set<std::string> kTrialKeys = {
+    "aggregate_goodput_mbps", "elapsed_s", "messages_per_direction", "messages_per_s", "payload_bytes_per_message",
+    "per_direction_goodput_mbps", "responder_elapsed_s", "streams", "total_payload_bytes"};
+
+// The short matrix of these tests: latency 0 and 64 B x 5 rounds, 64 KiB x 4 messages x 2 trials.
+BenchSettings short_matrix() {
+  BenchSettings s;
+  s.latency_sizes = {0, 64};
+  s.latency_rounds = 5;
+  s.warmup_rounds = 2;
+  s.throughput_sizes = {65536};
+  s.throughput_target_bytes = 262144;
+  s.throughput_trials = 2;
+  s.operation_timeout = 30.0;
+  return s;
+}
+
+// Checks everything the short matrix determines, and that measured values are sane.
+void check_report(const json& report) {
+  for (const auto& key : kTopLevelKeys) EXPECT_TRUE(report.contains(key)) << "missing " << key;
+  EXPECT_EQ(report["schema_version"], 4);
+  EXPECT_EQ(report["transport"], "tcp");
+  EXPECT_LE(report["started_at"].get<std::string>(), report["finished_at"].get<std::string>());
+  EXPECT_GT(report["connection_setup_ms"].get<double>(), 0.0);
+  EXPECT_EQ(report["settings"]["latency_sizes"], json({0, 64}));
+  EXPECT_EQ(report["settings"]["throughput_target_bytes"], 262144);
+  EXPECT_EQ(keys_of(report["settings"]).size(), 21u);
+  EXPECT_EQ(keys_of(report["semantics"]).size(), 7u);
+
+  ASSERT_EQ(report["latency"].size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& entry = report["latency"][i];
+    EXPECT_EQ(keys_of(entry), (std::set<std::string>{"payload_bytes", "rounds", "samples_ms", "summary_ms"}));
+    EXPECT_EQ(entry["payload_bytes"], i == 0 ? 0 : 64);
+    EXPECT_EQ(entry["rounds"], 5);
+    ASSERT_EQ(entry["samples_ms"].size(), 5u);
+    for (const auto& sample : entry["samples_ms"]) {
+      EXPECT_GT(sample.get<double>(), 0.0);
+      EXPECT_LT(sample.get<double>(), 30000.0);
+    }
+    EXPECT_EQ(keys_of(entry["summary_ms"]), kSummaryKeys);
+    EXPECT_EQ(entry["summary_ms"]["sample_count"], 5);
+  }
+
+  ASSERT_EQ(keys_of(report["throughput"]), (std::set<std::string>{"upload", "download", "bidirectional"}));
+  for (const auto& [direction, entries] : report["throughput"].items()) {
+    const std::uint64_t streams = direction == "bidirectional" ? 2 : 1;
+    ASSERT_EQ(entries.size(), 1u) << direction;
+    const json& entry = entries[0];
+    EXPECT_EQ(keys_of(entry), kThroughputKeys) << direction;
+    EXPECT_EQ(entry["payload_bytes_per_message"], 65536);
+    EXPECT_EQ(entry["messages_per_direction"], 4);  // 262144 / 65536
+    EXPECT_EQ(entry["streams"], streams);
+    EXPECT_EQ(entry["total_payload_bytes"], 262144 * streams);
+    EXPECT_EQ(entry["total_payload_bytes_all_trials"], 2 * 262144 * streams);
+    EXPECT_EQ(entry["trial_count"], 2);
+    EXPECT_EQ(keys_of(entry["aggregate_goodput_mbps"]), kSummaryKeys);
+    ASSERT_EQ(entry["trials"].size(), 2u);
+    for (const auto& trial : entry["trials"]) {
+      EXPECT_EQ(keys_of(trial), kTrialKeys);
+      const double elapsed = trial["elapsed_s"];
+      EXPECT_GT(elapsed, 0.0);
+      EXPECT_GT(trial["responder_elapsed_s"].get<double>(), 0.0);
+      const double aggregate = trial["aggregate_goodput_mbps"];
+      EXPECT_NEAR(aggregate, 262144.0 * streams * 8 / elapsed / 1e6, 1e-6 * aggregate);
+      EXPECT_DOUBLE_EQ(trial["per_direction_goodput_mbps"].get<double>(), aggregate / streams);
+      EXPECT_NEAR(trial["messages_per_s"].get<double>(), 4.0 * streams / elapsed, 1e-6 * 4.0 * streams / elapsed);
+    }
+  }
+
+  EXPECT_EQ(report["initiator"]["node_id"], "node-a");
+  EXPECT_EQ(report["responder"]["node_id"], "node-b");
+  for (const char* side : {"initiator", "responder"}) {
+    EXPECT_TRUE(report[side].contains("environment_before")) << side;
+    EXPECT_GT(report[side]["process_usage_delta"]["max_rss_kib"].get<long>(), 0) << side;
+  }
+  EXPECT_TRUE(report["initiator"].contains("tcp_socket_before_stop"));
+  EXPECT_EQ(report["wcomm"]["diagnostics_collected"], false);
+}
+
+struct Pair {
+  std::shared_ptr<Comm> initiator;
+  std::shared_ptr<Comm> responder;
+};
+
+// node-b listens on an ephemeral port; node-a dials it. node-b's entry for node-a is never
+// dialed (the responder answers on the initiator's connection), so its port is a placeholder.
+Pair make_pair() {
+  Pair p;
+  p.responder = Comm::create(CommSpec{{"node-b", "127.0.0.1", 0}, {{"node-a", "127.0.0.1", 1}}, "", {}});
+  p.initiator =
+      Comm::create(CommSpec{{"node-a", "127.0.0.1", 0}, {{"node-b", "127.0.0.1", p.responder->port()}}, "", {}});
+  return p;
+}
+
+TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
+  Pair p = make_pair();
+  json responder_report;
+  std::string responder_error;
+  std::thread responder([&] {
+    ResponderOptions options;
+    options.first_request_timeout = Seconds(30);
+    options.operation_timeout = Seconds(30);
+    try {
+      responder_report = run_responder(*p.responder, p.responder->peer("node-a"), options);
+    } catch (const std::exception& e) {
+      responder_error = e.what();
+    }
+  });
+  json report;
+  std::vector<std::string> progress;
+  try {
+    InitiatorOptions options{short_matrix(), "lo", [&](const std::string& line) { progress.push_back(line); }};
+    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), options);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "initiator: " << e.what();
+    p.responder->close();  // ends the responder's wait at once
+  }
+  responder.join();
+  ASSERT_TRUE(responder_error.empty()) << responder_error;
+  ASSERT_FALSE(report.is_null());
+  check_report(report);
+  EXPECT_EQ(report["initiator"]["interface"], "lo");
+  EXPECT_EQ(report["responder"], responder_report);
+  EXPECT_FALSE(progress.empty());
+  // Nothing of the bulk payloads was copied in user space on either side.
+  EXPECT_EQ(p.initiator->stats().bytes_copied, 0u);
+  EXPECT_EQ(p.responder->stats().bytes_copied, 0u);
+}
+
+TEST(BenchEndToEnd, ResponderAnswersBadRequestsWithErrorAndGoesOn) {
+  Pair p = make_pair();
+  std::thread responder([&] {
+    ResponderOptions options;
+    options.first_request_timeout = Seconds(30);
+    options.operation_timeout = Seconds(30);
+    try {
+      run_responder(*p.responder, p.responder->peer("node-a"), options);
+    } catch (const std::exception&) {
+    }
+  });
+  ControlChannel control(*p.initiator, p.initiator->peer("node-b"), Seconds(30));
+  try {
+    control.send(Dict{{"op", "teleport"}});
+    Dict reply = control.receive();
+    EXPECT_EQ(op_of(reply), "error");
+    EXPECT_NE(string_field(reply, "message").find("teleport"), std::string::npos);
+    control.send(Dict{{"op", "hello"}, {"protocol_version", 2}, {"ping_count", 0}, {"latency_under_load", false}});
+    EXPECT_EQ(op_of(control.receive()), "error");
+    // A ping echoes its payload exactly, including an empty one.
+    for (std::string payload : {std::string("abc\0def", 7), std::string()}) {
+      control.send(Dict{{"op", "ping"}, {"sequence", 9}, {"payload", Bytes(payload)}});
+      Dict pong = control.expect("pong");
+      EXPECT_EQ(int_field(pong, "sequence"), 9);
+      EXPECT_EQ(bytes_field(pong, "payload").view(), payload);
+    }
+    control.send(Dict{{"op", "stop"}});
+    Dict stopped = control.expect("stopped");
+    EXPECT_TRUE(field(stopped, "report").is<Dict>());
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << e.what();
+    p.responder->close();
+  }
+  responder.join();
+}
+
+// ---- the `wcomm bench` command, two processes ----
+
+std::string temp_dir() {
+  char pattern[] = "/tmp/wcomm-bench-test-XXXXXX";
+  const char* dir = mkdtemp(pattern);
+  return dir != nullptr ? dir : "/tmp";
+}
+
+void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
+
+struct Child {
+  pid_t pid = -1;
+  int stderr_fd = -1;
+};
+
+Child spawn(const std::vector<std::string>& args, bool capture_stderr) {
+  int fds[2] = {-1, -1};
+  if (capture_stderr && pipe(fds) != 0) return {};
+  const pid_t pid = fork();
+  if (pid == 0) {
+    if (capture_stderr) {
+      dup2(fds[1], STDERR_FILENO);
+      close(fds[0]);
+      close(fds[1]);
+    }
+    std::vector<char*> argv;
+    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+    argv.push_back(nullptr);
+    execv(argv[0], argv.data());
+    _exit(127);
+  }
+  if (capture_stderr) close(fds[1]);
+  return {pid, capture_stderr ? fds[0] : -1};
+}
+
+// Waits for the child to exit within `limit`; kills it past that. Returns its exit code or -1.
+int wait_exit(pid_t pid, std::chrono::seconds limit) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  int status = 0;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      return -1;
+    }
+    std::this_thread::sleep_for(10ms);  // polling an exit, not synchronising on it
+  }
+  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+}
+
+// Reads the child's stderr until a line says where it listens; returns that port or 0.
+int read_listening_port(int fd, std::chrono::seconds limit, std::string& seen) {
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    pollfd pfd{fd, POLLIN, 0};
+    if (poll(&pfd, 1, 100) <= 0) continue;
+    char buffer[512];
+    const ssize_t n = read(fd, buffer, sizeof buffer);
+    if (n <= 0) return 0;
+    seen.append(buffer, static_cast<std::size_t>(n));
+    const auto at = seen.find("listening on ");
+    const auto eol = at == std::string::npos ? std::string::npos : seen.find('\n', at);
+    if (eol != std::string::npos) {
+      const std::string address = seen.substr(at, eol - at);
+      return std::atoi(address.substr(address.rfind(':') + 1).c_str());
+    }
+  }
+  return 0;
+}
+
+TEST(BenchCommand, ResponderAndInitiatorProcesses) {
+  const std::string dir = temp_dir();
+  write_file(dir + "/b.yaml",
+             "local: {node_id: node-b, host: 127.0.0.1, port: 0}\n"
+             "peers: [{node_id: node-a, host: 127.0.0.1, port: 1}]\n");
+  Child responder = spawn({WCOMM_CLI, "bench", "--config", dir + "/b.yaml", "responder", "--peer", "node-a",
+                           "--wait-timeout", "30", "--operation-timeout", "30", "--output", dir + "/responder.json"},
+                          true);
+  ASSERT_GT(responder.pid, 0);
+  std::string responder_stderr;
+  const int port = read_listening_port(responder.stderr_fd, 30s, responder_stderr);
+  if (port == 0) {
+    kill(responder.pid, SIGKILL);
+    wait_exit(responder.pid, 5s);
+    FAIL() << "the responder did not say where it listens: " << responder_stderr;
+  }
+  write_file(dir + "/a.yaml", "local: {node_id: node-a, host: 127.0.0.1, port: 0}\n"
+                              "peers: [{node_id: node-b, host: 127.0.0.1, port: " + std::to_string(port) + "}]\n");
+  Child initiator = spawn({WCOMM_CLI, "bench", "initiator", "--config", dir + "/a.yaml", "--peer", "node-b",
+                           "--latency-sizes", "0,64", "--latency-rounds", "5", "--warmup-rounds", "2",
+                           "--throughput-sizes", "65536", "--throughput-target-bytes", "262144",
+                           "--throughput-trials", "2", "--operation-timeout", "30", "--interface", "lo", "--quiet",
+                           "--output", dir + "/report.json"},
+                          false);
+  ASSERT_GT(initiator.pid, 0);
+  EXPECT_EQ(wait_exit(initiator.pid, 60s), 0);
+  EXPECT_EQ(wait_exit(responder.pid, 30s), 0);
+  close(responder.stderr_fd);
+
+  std::ifstream in(dir + "/report.json");
+  ASSERT_TRUE(in.good()) << "no report written";
+  const json report = json::parse(in);
+  check_report(report);
+  std::ifstream responder_in(dir + "/responder.json");
+  ASSERT_TRUE(responder_in.good());
+  EXPECT_EQ(json::parse(responder_in), report["responder"]);
+  std::filesystem::remove_all(dir);
+}
+
+TEST(BenchCommand, UsageErrorsExitTwo) {
+  Child no_config = spawn({WCOMM_CLI, "bench", "initiator", "--peer", "node-b"}, false);
+  EXPECT_EQ(wait_exit(no_config.pid, 30s), 2);
+  Child no_role = spawn({WCOMM_CLI, "bench", "--config", "x.yaml"}, false);
+  EXPECT_EQ(wait_exit(no_role.pid, 30s), 2);
+  Child tensors = spawn({WCOMM_CLI, "bench", "--config", "x.yaml", "initiator", "--peer", "b", "--tensor-sizes", "4096"},
+                        false);
+  EXPECT_EQ(wait_exit(tensors.pid, 30s), 2);
+}
+
+}  // namespace
+}  // namespace wcomm::bench
