@@ -1,0 +1,86 @@
+// Dict <-> CommConfig / NodeConfig conversions (see config_bridge.h).
+#include "config_bridge.h"
+
+#include <string>
+
+#include "errors_bridge.h"
+
+namespace wcomm::python {
+namespace {
+
+// One table of every field keeps the two directions in step.
+template <class Fn>
+void for_each_field(CommConfig& c, Fn&& fn) {
+  fn("max_message_bytes", c.max_message_bytes);
+  fn("max_manifest_bytes", c.max_manifest_bytes);
+  fn("max_metadata_bytes", c.max_metadata_bytes);
+  fn("max_segments", c.max_segments);
+  fn("max_container_depth", c.max_container_depth);
+  fn("max_container_nodes", c.max_container_nodes);
+  fn("max_peer_queued_messages", c.max_peer_queued_messages);
+  fn("max_peer_queued_bytes", c.max_peer_queued_bytes);
+  fn("max_peer_unreceived_messages", c.max_peer_unreceived_messages);
+  fn("max_peer_unreceived_bytes", c.max_peer_unreceived_bytes);
+  fn("connect_timeout_s", c.connect_timeout_s);
+  fn("allow_unsafe_pickle", c.allow_unsafe_pickle);
+  fn("tcp_nodelay", c.tcp_nodelay);
+  fn("egress_quantum_bytes", c.egress_quantum_bytes);
+  fn("egress_rate_bytes_per_second", c.egress_rate_bytes_per_second);
+  fn("egress_burst_bytes", c.egress_burst_bytes);
+}
+
+}  // namespace
+
+CommConfig config_from_dict(const py::dict& fields) {
+  CommConfig c;
+  std::size_t used = 0;
+  for_each_field(c, [&](const char* name, auto& field) {
+    if (!fields.contains(name)) return;
+    ++used;
+    py::object v = fields[name];
+    using T = std::decay_t<decltype(field)>;
+    if constexpr (std::is_same_v<T, double>) {
+      // egress_rate_bytes_per_second=None is V0.1's "unlimited", the core's 0.
+      field = v.is_none() ? 0.0 : v.cast<double>();
+    } else {
+      field = v.cast<T>();
+    }
+  });
+  if (used != fields.size()) {
+    for (auto item : fields) {
+      std::string key = py::str(item.first).cast<std::string>();
+      bool known = false;
+      for_each_field(c, [&](const char* name, auto&) { known = known || key == name; });
+      if (!known) raise_error(ErrorCode::kInvalidArgument, "CommConfig has no field '" + key + "'");
+    }
+  }
+  return c;
+}
+
+py::dict config_to_dict(const CommConfig& config) {
+  py::dict out;
+  CommConfig c = config;
+  for_each_field(c, [&](const char* name, auto& field) { out[name] = field; });
+  if (c.egress_rate_bytes_per_second == 0.0) out["egress_rate_bytes_per_second"] = py::none();
+  return out;
+}
+
+Peer peer_from_tuple(const py::handle& peer) {
+  auto t = py::reinterpret_borrow<py::tuple>(peer);
+  return Peer{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::uint16_t>()};
+}
+
+py::tuple peer_to_tuple(const Peer& peer) { return py::make_tuple(peer.node_id, peer.host, peer.port); }
+
+py::dict node_config_to_dict(const NodeConfig& config) {
+  py::dict out;
+  out["local"] = peer_to_tuple(config.local);
+  out["bind_host"] = config.bind_host;
+  py::list peers;
+  for (const Peer& p : config.peers) peers.append(peer_to_tuple(p));
+  out["peers"] = peers;
+  out["comm"] = config_to_dict(config.comm);
+  return out;
+}
+
+}  // namespace wcomm::python

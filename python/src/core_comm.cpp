@@ -1,0 +1,182 @@
+// _core.Comm (see core_comm.h).
+#include "core_comm.h"
+
+#include <chrono>
+
+#include "config_bridge.h"
+#include "errors_bridge.h"
+#include "from_value.h"
+#include "to_value.h"
+
+namespace wcomm::python {
+
+CoreComm::CoreComm(py::tuple local, py::list peers, std::string bind_host, py::dict config, py::dict encoders,
+                   py::dict decoders)
+    : queue_(std::make_shared<CompletionQueue>()), encoders_(std::move(encoders)), decoders_(std::move(decoders)) {
+  CommSpec spec;
+  spec.local = peer_from_tuple(local);
+  for (py::handle p : peers) spec.peers.push_back(peer_from_tuple(p));
+  spec.bind_host = std::move(bind_host);
+  spec.config = config_from_dict(config);
+  allow_pickle_ = spec.config.allow_unsafe_pickle;
+  max_depth_ = static_cast<std::size_t>(spec.config.max_container_depth);
+  py::gil_scoped_release release;  // binds a socket and starts the loop thread
+  comm_ = Comm::create(std::move(spec));
+}
+
+CoreComm::~CoreComm() {
+  if (!comm_) return;
+  py::gil_scoped_release release;
+  comm_->close();
+}
+
+CommOptions CoreComm::options(std::uint32_t tag, std::optional<double> timeout, bool wait_for_capacity) const {
+  CommOptions o;
+  o.tag = tag;
+  if (timeout) o.timeout = Seconds(*timeout);
+  o.wait_for_capacity = wait_for_capacity;
+  return o;
+}
+
+py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
+                         std::optional<double> timeout, bool wait_for_capacity) {
+  const Peer& dst = comm_->peer(peer);
+  EncodeContext ctx;
+  ctx.encoders = encoders_;
+  ctx.allow_pickle = allow_pickle_;
+  ctx.max_depth = max_depth_;
+  Value value = to_value(obj, ctx);
+  Value piggy = piggypayload.is_none() ? Value() : to_value(piggypayload, ctx);
+  const std::uint64_t op_id = next_op_++;
+  Future<SendResult> future;
+  {
+    py::gil_scoped_release release;
+    future = comm_->send(std::move(value), dst, std::move(piggy), options(tag, timeout, wait_for_capacity));
+  }
+  ops_.emplace(op_id, Op{[future]() mutable { future.cancel(); }, TensorMode::kAuto});
+  future.then([queue = queue_, op_id](Result<SendResult> r) { queue->push({op_id, std::move(r)}); });
+  return py::make_tuple(op_id, ctx.keepalive.empty() ? py::object(py::none()) : py::object(ctx.keepalive));
+}
+
+std::uint64_t CoreComm::recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout,
+                             int tensor_mode) {
+  const Peer& src = comm_->peer(peer);
+  const std::uint64_t op_id = next_op_++;
+  Future<Received> future;
+  {
+    py::gil_scoped_release release;
+    future = comm_->recv(src, options(tag, timeout));
+  }
+  ops_.emplace(op_id, Op{[future]() mutable { future.cancel(); }, static_cast<TensorMode>(tensor_mode)});
+  future.then([queue = queue_, op_id](Result<Received> r) { queue->push({op_id, std::move(r)}); });
+  return op_id;
+}
+
+void CoreComm::cancel(std::uint64_t op_id) {
+  auto found = ops_.find(op_id);
+  if (found == ops_.end()) return;  // already completed
+  auto cancel = found->second.cancel;
+  py::gil_scoped_release release;
+  cancel();
+}
+
+py::list CoreComm::drain() {
+  std::vector<Completion> batch = queue_->take();
+  py::list out(batch.size());
+  for (std::size_t i = 0; i < batch.size(); ++i) {
+    Completion& c = batch[i];
+    TensorMode mode = TensorMode::kAuto;
+    if (auto found = ops_.find(c.op_id); found != ops_.end()) {
+      mode = found->second.mode;
+      ops_.erase(found);
+    }
+    py::object item;
+    if (auto* sent = std::get_if<Result<SendResult>>(&c.result)) {
+      if (sent->ok())
+        item = py::make_tuple(c.op_id, true, py::make_tuple(sent->value().message_id, sent->value().wire_bytes));
+      else
+        item = py::make_tuple(c.op_id, false, make_exception(sent->error()));
+    } else {
+      auto& got = std::get<Result<Received>>(c.result);
+      if (!got.ok()) {
+        item = py::make_tuple(c.op_id, false, make_exception(got.error()));
+      } else {
+        DecodeContext ctx{decoders_, mode, 0};
+        try {
+          Received& r = got.value();
+          py::object value = to_python(r.value, ctx);
+          py::object piggy = to_python(r.piggypayload, ctx);
+          item = py::make_tuple(c.op_id, true, py::make_tuple(value, piggy, r.message_id, r.wire_bytes));
+        } catch (py::error_already_set& e) {
+          // The message arrived but has no Python form: that recv fails with the reason.
+          item = py::make_tuple(c.op_id, false, e.value());
+        }
+        python_bytes_copied_ += ctx.bytes_copied;
+      }
+    }
+    PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), item.release().ptr());
+  }
+  return out;
+}
+
+py::tuple CoreComm::peer(const std::string& node_id) const { return peer_to_tuple(comm_->peer(node_id)); }
+
+py::list CoreComm::peers() const {
+  py::list out;
+  for (const Peer& p : comm_->peers()) out.append(peer_to_tuple(p));
+  return out;
+}
+
+void CoreComm::register_type(const std::string& kind, const std::string& type_id, std::uint32_t version) {
+  py::gil_scoped_release release;
+  if (kind == "record")
+    comm_->register_record(type_id, version);
+  else
+    comm_->register_custom(type_id, version);
+}
+
+py::dict CoreComm::stats() const {
+  CommStats s = comm_->stats();
+  py::dict out;
+  out["messages_sent"] = s.messages_sent;
+  out["messages_received"] = s.messages_received;
+  out["wire_bytes_sent"] = s.wire_bytes_sent;
+  out["wire_bytes_received"] = s.wire_bytes_received;
+  // The core's copies plus the Python layer's (received bytes objects).
+  out["bytes_copied"] = s.bytes_copied + python_bytes_copied_;
+  out["connections_dialed"] = s.connections_dialed;
+  out["connections_accepted"] = s.connections_accepted;
+  out["connections_rejected"] = s.connections_rejected;
+  return out;
+}
+
+void CoreComm::close() {
+  py::gil_scoped_release release;
+  comm_->close();
+}
+
+void CoreComm::trace_receive_buffers(bool on) {
+  if (!on) {
+    comm_->set_allocator({});
+    trace_.reset();
+    return;
+  }
+  trace_ = std::make_shared<Trace>();
+  comm_->set_allocator([trace = trace_](std::size_t nbytes) {
+    Buffer b = Buffer::allocate(nbytes);
+    std::lock_guard lock(trace->mu);
+    trace->buffers.emplace_back(reinterpret_cast<std::uintptr_t>(b.data()), nbytes);
+    return b;
+  });
+}
+
+py::list CoreComm::traced_receive_buffers() {
+  py::list out;
+  if (!trace_) return out;
+  std::lock_guard lock(trace_->mu);
+  for (auto [address, size] : trace_->buffers) out.append(py::make_tuple(address, size));
+  trace_->buffers.clear();
+  return out;
+}
+
+}  // namespace wcomm::python

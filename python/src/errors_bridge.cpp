@@ -1,0 +1,64 @@
+// Maps wcomm error codes to the exception classes of wireless_comm.errors.
+#include "errors_bridge.h"
+
+#include <stdexcept>
+
+namespace wcomm::python {
+namespace {
+
+// Looked up once and kept for the life of the process: static py::objects would be
+// destroyed after the interpreter is gone.
+struct ErrorClasses {
+  PyObject* by_code[12] = {};
+};
+
+const ErrorClasses& classes() {
+  static ErrorClasses* cached = [] {
+    auto* c = new ErrorClasses;
+    py::module_ errors = py::module_::import("wireless_comm.errors");
+    auto set = [&](ErrorCode code, py::object cls) {
+      c->by_code[static_cast<int>(code)] = py::reinterpret_borrow<py::object>(cls).release().ptr();
+    };
+    set(ErrorCode::kBackpressure, errors.attr("BackpressureError"));
+    set(ErrorCode::kConnectionClosed, errors.attr("ConnectionClosedError"));
+    set(ErrorCode::kConnectionFailed, errors.attr("ConnectionFailedError"));
+    set(ErrorCode::kMessageTooLarge, errors.attr("MessageTooLargeError"));
+    set(ErrorCode::kOperationTimeout, errors.attr("OperationTimeoutError"));
+    set(ErrorCode::kProtocol, errors.attr("ProtocolError"));
+    set(ErrorCode::kSerialization, errors.attr("SerializationError"));
+    set(ErrorCode::kUnknownCodec, errors.attr("UnknownCodecError"));
+    set(ErrorCode::kUnsupportedPayload, errors.attr("UnsupportedPayloadError"));
+    set(ErrorCode::kCancelled, py::module_::import("asyncio").attr("CancelledError"));
+    // Operations on a closed Comm fail like those on a closed connection (V0.1 has no
+    // separate class); the message says which.
+    set(ErrorCode::kClosed, errors.attr("ConnectionClosedError"));
+    set(ErrorCode::kInvalidArgument, py::reinterpret_borrow<py::object>(PyExc_ValueError));
+    return c;
+  }();
+  return *cached;
+}
+
+}  // namespace
+
+py::handle error_class(ErrorCode code) { return classes().by_code[static_cast<int>(code)]; }
+
+py::object make_exception(const Error& error) { return error_class(error.code)(error.message); }
+
+void raise_error(ErrorCode code, const std::string& message) {
+  PyErr_SetString(error_class(code).ptr(), message.c_str());
+  throw py::error_already_set();
+}
+
+void register_error_translator() {
+  py::register_exception_translator([](std::exception_ptr p) {
+    try {
+      if (p) std::rethrow_exception(p);
+    } catch (const CommError& e) {
+      PyErr_SetString(error_class(e.code()).ptr(), e.what());
+    } catch (const std::out_of_range& e) {
+      PyErr_SetString(PyExc_KeyError, e.what());
+    }
+  });
+}
+
+}  // namespace wcomm::python

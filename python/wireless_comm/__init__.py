@@ -1,0 +1,49 @@
+"""wireless_comm: tagged P2P messages with zero-copy tensors over asyncio (the V0.1 API),
+running on wcomm's C++ core.
+
+    from wireless_comm import Comm, CommOptions, Peer
+
+    comm = await Comm.create(local=Peer("node-a", "192.0.2.10", 9000),
+                             peers=[Peer("node-b", "192.0.2.11", 9000)], bind_host="0.0.0.0")
+    await comm.send({"tensor": t}, comm.peer("node-b"), piggypayload={"trace_id": "r-42"},
+                    options=CommOptions(tag=1))
+    obj, piggypayload = await comm.recv(comm.peer("node-b"), CommOptions(tag=1))
+"""
+
+from .errors import (
+    BackpressureError,
+    CommError,
+    ConnectionClosedError,
+    ConnectionFailedError,
+    MessageTooLargeError,
+    OperationTimeoutError,
+    ProtocolError,
+    SerializationError,
+    UnknownCodecError,
+    UnsupportedPayloadError,
+)
+from .config import CommConfig, CommOptions, Peer, RuntimeConfig, load_runtime_config
+from .comm import Comm, ReceivedMessage, SendResult
+
+__version__ = "0.2.0"
+
+__all__ = [
+    "BackpressureError",
+    "Comm",
+    "CommConfig",
+    "CommError",
+    "CommOptions",
+    "ConnectionClosedError",
+    "ConnectionFailedError",
+    "MessageTooLargeError",
+    "OperationTimeoutError",
+    "Peer",
+    "ProtocolError",
+    "ReceivedMessage",
+    "RuntimeConfig",
+    "SendResult",
+    "SerializationError",
+    "UnknownCodecError",
+    "UnsupportedPayloadError",
+    "load_runtime_config",
+]

@@ -1,0 +1,380 @@
+"""Comm: the V0.1 asyncio API over wcomm's C++ Comm.
+
+Completions: the C++ loop thread never touches Python. It queues each finished operation and
+signals an eventfd; asyncio watches that fd (add_reader), and one callback drains the whole
+batch, converting values and resolving futures. No polling threads.
+
+Receiving: every recv() is one C++ recv; the code below only matters when a recv is
+cancelled just as its message arrives. Such a message is never dropped: it goes to the oldest
+recv still waiting on that (peer, tag), or is kept for the next one, so FIFO order holds.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import dataclasses
+import warnings
+from dataclasses import dataclass
+from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
+
+from . import _core
+from .config import CommConfig, CommOptions, Peer
+from .errors import ConnectionClosedError, OperationTimeoutError
+
+__all__ = ["Comm", "SendResult", "ReceivedMessage"]
+
+_DEFAULT_OPTIONS = CommOptions()
+_TENSOR_MODES = {"auto": _core.TENSOR_AUTO, "torch": _core.TENSOR_TORCH, "numpy": _core.TENSOR_NUMPY}
+
+
+@dataclass(frozen=True)
+class SendResult:
+    """What a completed send reports: the frame's message_id and its size on the wire."""
+
+    message_id: int
+    wire_bytes: int
+
+
+@dataclass(frozen=True)
+class ReceivedMessage:
+    """A received message with its frame details (Comm.recv_message)."""
+
+    value: Any
+    piggypayload: Any
+    message_id: int
+    wire_bytes: int
+
+
+class _Waiter:
+    """One recv() call: its future and the C++ op currently serving it."""
+
+    __slots__ = ("fut", "op_id", "key", "timeout", "adopted")
+
+    def __init__(self, fut: asyncio.Future, op_id: int, key: Tuple[str, int], timeout: Optional[float]):
+        self.fut = fut
+        self.op_id = op_id
+        self.key = key
+        self.timeout = timeout
+        self.adopted = False  # serving through an op that a cancelled recv started
+
+
+def _record_builder(cls: type) -> Callable[[dict], Any]:
+    fields = dataclasses.fields(cls)
+    if all(f.init for f in fields):
+        return lambda values: cls(**values)
+    init_names = {f.name for f in fields if f.init}
+
+    def build(values: dict) -> Any:
+        obj = cls(**{k: v for k, v in values.items() if k in init_names})
+        for k, v in values.items():
+            if k not in init_names:
+                object.__setattr__(obj, k, v)  # also works for frozen dataclasses
+        return obj
+
+    return build
+
+
+class Comm:
+    """A node of a static peer directory exchanging tagged messages with its peers.
+
+    Create it with ``await Comm.create(...)`` inside a running event loop; it belongs to that
+    loop. Tensors (CPU, contiguous torch.Tensor or numpy.ndarray) are sent from their own
+    memory: do not modify them until ``await comm.send(...)`` returns.
+    """
+
+    def __init__(self, *_args: Any, **_kwargs: Any) -> None:
+        raise TypeError("use `await Comm.create(local=..., peers=..., bind_host=..., config=...)`")
+
+    @classmethod
+    async def create(
+        cls,
+        local: Peer,
+        peers: Iterable[Peer] = (),
+        bind_host: Optional[str] = None,
+        config: Optional[CommConfig] = None,
+        *,
+        tensors: str = "auto",
+    ) -> "Comm":
+        """Binds local's port (bind_host defaults to local.host; port 0 picks a free one, see
+        ``port``) and starts the node. Connections are made lazily, on first use.
+
+        tensors: what received tensors become: "auto" (torch when importable, else numpy),
+        "torch" or "numpy".
+        """
+        loop = asyncio.get_running_loop()
+        if not isinstance(local, Peer):
+            raise TypeError(f"local must be a Peer, got {type(local).__name__}")
+        peers = list(peers)
+        for p in peers:
+            if not isinstance(p, Peer):
+                raise TypeError(f"peers must hold Peer objects, got {type(p).__name__}")
+        config = CommConfig() if config is None else config
+        if not isinstance(config, CommConfig):
+            raise TypeError(f"config must be a CommConfig, got {type(config).__name__}")
+        if tensors not in _TENSOR_MODES:
+            raise ValueError(f"tensors must be one of {sorted(_TENSOR_MODES)}, got {tensors!r}")
+        self = object.__new__(cls)
+        self._loop = loop
+        self._config = config
+        self._encoders: Dict[type, tuple] = {}
+        self._decoders: Dict[str, tuple] = {}
+        self._core = _core.Comm(
+            (local.node_id, local.host, local.port),
+            [(p.node_id, p.host, p.port) for p in peers],
+            bind_host if bind_host is not None else local.host,
+            config._fields(),
+            self._encoders,
+            self._decoders,
+        )
+        self._tensor_mode = _TENSOR_MODES[tensors]
+        self._local = Peer(local.node_id, local.host, self._core.port)
+        self._peers = {p.node_id: p for p in peers}
+        self._sends: Dict[int, tuple] = {}  # op_id -> (future, objects the message borrows)
+        self._recv_ops: Dict[int, Optional[_Waiter]] = {}  # op_id -> its waiter, None once abandoned
+        self._recv_keys: Dict[int, Tuple[str, int]] = {}  # op_id -> (peer, tag)
+        self._abandoned = 0  # recv ops in flight whose waiter is gone
+        self._stash: Dict[Tuple[str, int], Deque[tuple]] = {}
+        self._closed = False
+        self._fd = self._core.fd()
+        loop.add_reader(self._fd, self._on_ready)
+        return self
+
+    # -- directory -------------------------------------------------------------------------
+
+    @property
+    def local(self) -> Peer:
+        """This node, with the port actually bound."""
+        return self._local
+
+    @property
+    def port(self) -> int:
+        return self._local.port
+
+    @property
+    def config(self) -> CommConfig:
+        return self._config
+
+    def peer(self, name: str) -> Peer:
+        """The configured peer called name; KeyError for an unknown name or the local node."""
+        try:
+            return self._peers[name]
+        except KeyError:
+            known = ", ".join(self._peers) or "(none)"
+            what = "is this node itself, not a peer" if name == self._local.node_id else "is not a known peer"
+            raise KeyError(f"{name!r} {what} (peers: {known})") from None
+
+    def peers(self) -> List[Peer]:
+        return list(self._peers.values())
+
+    # -- types -----------------------------------------------------------------------------
+
+    def register_dataclass(self, cls: type, type_id: str, version: int = 1) -> None:
+        """Sends instances of dataclass cls as records (fields in order) and builds cls from
+        records with that type_id and version. The peer must register the same."""
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise TypeError(f"register_dataclass needs a dataclass type, got {cls!r}")
+        self._register(cls, type_id, version, "record", tuple(f.name for f in dataclasses.fields(cls)),
+                       _record_builder(cls))
+
+    def register_codec(
+        self,
+        cls: type,
+        type_id: str,
+        version: int,
+        encoder: Callable[[Any], Any],
+        decoder: Callable[[Any], Any],
+    ) -> None:
+        """Sends instances of cls as encoder(obj) (any value that can travel), tagged with
+        type_id and version; decoder(value) rebuilds them on the receiving side."""
+        if not isinstance(cls, type):
+            raise TypeError(f"register_codec needs a type, got {cls!r}")
+        if not callable(encoder) or not callable(decoder):
+            raise TypeError("register_codec needs callable encoder and decoder")
+        self._register(cls, type_id, version, "custom", encoder, decoder)
+
+    def _register(self, cls: type, type_id: str, version: int, kind: str, encode: Any, decode: Any) -> None:
+        if not isinstance(type_id, str) or not type_id:
+            raise ValueError(f"type_id must be a non-empty str, got {type_id!r}")
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**32:
+            raise ValueError(f"version must be an int in 0..2**32-1, got {version!r}")
+        if type_id in self._decoders and self._decoders[type_id][3] is not cls:
+            raise ValueError(f"type_id {type_id!r} is already registered for {self._decoders[type_id][3].__qualname__}")
+        if cls in self._encoders and self._encoders[cls][1] != type_id:
+            raise ValueError(f"{cls.__qualname__} is already registered as {self._encoders[cls][1]!r}")
+        self._core.register_type(kind, type_id, version)
+        self._encoders[cls] = (kind, type_id, version, encode)
+        self._decoders[type_id] = (kind, version, decode, cls)
+
+    # -- messages --------------------------------------------------------------------------
+
+    async def send(
+        self,
+        obj: Any,
+        peer: Peer,
+        piggypayload: Optional[dict] = None,
+        options: Optional[CommOptions] = None,
+    ) -> SendResult:
+        """Sends obj (with optional piggypayload metadata) to peer on options.tag. Waits for
+        queue capacity unless options.wait_for_capacity is False. Cancelling the awaiting task
+        cancels the send: a queued message is removed; one already on the wire aborts its
+        connection. Tensors and bytes are borrowed until this returns."""
+        if self._closed:
+            raise ConnectionClosedError("the Comm is closed")
+        o = options or _DEFAULT_OPTIONS
+        op_id, keep = self._core.send(obj, peer.node_id, piggypayload, o.tag, o.timeout, o.wait_for_capacity)
+        fut = self._loop.create_future()
+        self._sends[op_id] = (fut, keep)
+        try:
+            message_id, wire_bytes = await fut
+        except asyncio.CancelledError:
+            self._core.cancel(op_id)  # the borrowed memory stays referenced until it completes
+            raise
+        return SendResult(message_id, wire_bytes)
+
+    async def recv(self, peer: Peer, options: Optional[CommOptions] = None) -> Tuple[Any, Any]:
+        """The next message from peer on options.tag, as (object, piggypayload). A timeout or
+        cancellation loses nothing: a message arriving later goes to the next recv."""
+        got = await self._recv(peer, options)
+        return got[0], got[1]
+
+    async def recv_message(self, peer: Peer, options: Optional[CommOptions] = None) -> ReceivedMessage:
+        """Like recv, with the frame's message_id and wire_bytes too."""
+        return ReceivedMessage(*(await self._recv(peer, options)))
+
+    async def _recv(self, peer: Peer, options: Optional[CommOptions]) -> tuple:
+        if self._closed:
+            raise ConnectionClosedError("the Comm is closed")
+        o = options or _DEFAULT_OPTIONS
+        node_id = peer.node_id
+        key = (node_id, o.tag)
+        if self._stash:
+            kept = self._stash.get(key)
+            if kept:
+                got = kept.popleft()
+                if not kept:
+                    del self._stash[key]
+                return got
+        fut = self._loop.create_future()
+        waiter = None
+        if self._abandoned:
+            waiter = self._adopt(key, fut, o.timeout)
+        if waiter is None:
+            op_id = self._core.recv(node_id, o.tag, o.timeout, self._tensor_mode)
+            waiter = _Waiter(fut, op_id, key, o.timeout)
+            self._recv_ops[op_id] = waiter
+            self._recv_keys[op_id] = key
+        try:
+            return await fut
+        except asyncio.CancelledError:
+            self._abandon(waiter)
+            raise
+
+    def _abandon(self, waiter: _Waiter) -> None:
+        if self._recv_ops.get(waiter.op_id) is waiter:
+            self._recv_ops[waiter.op_id] = None
+            self._abandoned += 1
+            self._core.cancel(waiter.op_id)
+
+    def _adopt(self, key: Tuple[str, int], fut: asyncio.Future, timeout: Optional[float]) -> Optional[_Waiter]:
+        # An abandoned op on this key is older in the core's queue than a new one would be:
+        # serving this recv through it keeps the order.
+        for op_id, w in self._recv_ops.items():
+            if w is None and self._recv_keys[op_id] == key:
+                waiter = _Waiter(fut, op_id, key, timeout)
+                waiter.adopted = True
+                self._recv_ops[op_id] = waiter
+                self._abandoned -= 1
+                return waiter
+        return None
+
+    def _rehome(self, key: Tuple[str, int], got: tuple) -> None:
+        # A message whose recv was cancelled: to the oldest recv still waiting on its key
+        # (whose own op is then given up), else kept for the next recv.
+        for op_id, w in self._recv_ops.items():
+            if w is not None and w.key == key and not w.fut.done():
+                w.fut.set_result(got)
+                self._abandon(w)
+                return
+        self._stash.setdefault(key, collections.deque()).append(got)
+
+    def _on_ready(self) -> None:
+        """asyncio reader callback: resolves every completed operation of the batch."""
+        for op_id, ok, payload in self._core.drain():
+            sent = self._sends.pop(op_id, None)
+            if sent is not None:
+                fut = sent[0]
+                if not fut.done():
+                    if ok:
+                        fut.set_result(payload)
+                    elif isinstance(payload, asyncio.CancelledError):
+                        fut.cancel()
+                    else:
+                        fut.set_exception(payload)
+                continue
+            if op_id not in self._recv_ops:
+                continue
+            waiter = self._recv_ops.pop(op_id)
+            key = self._recv_keys.pop(op_id)
+            if waiter is None:
+                self._abandoned -= 1
+                if ok:
+                    self._rehome(key, payload)
+                continue
+            fut = waiter.fut
+            if fut.done():
+                if ok:
+                    self._rehome(key, payload)
+            elif ok:
+                fut.set_result(payload)
+            elif waiter.adopted and isinstance(payload, (asyncio.CancelledError, OperationTimeoutError)):
+                # The adopted op's own cancel or timer ended it, not this recv: start its own.
+                new_id = self._core.recv(key[0], key[1], waiter.timeout, self._tensor_mode)
+                waiter.op_id = new_id
+                waiter.adopted = False
+                self._recv_ops[new_id] = waiter
+                self._recv_keys[new_id] = key
+            elif isinstance(payload, asyncio.CancelledError):
+                fut.cancel()
+            else:
+                fut.set_exception(payload)
+
+    # -- lifetime --------------------------------------------------------------------------
+
+    def stats(self) -> Dict[str, int]:
+        """Counters: messages and wire bytes each way, connections, and bytes_copied (payload
+        bytes copied in user space: 0 for tensors; received bytes objects are copies)."""
+        return self._core.stats()
+
+    @property
+    def closed(self) -> bool:
+        return self._closed
+
+    async def close(self) -> None:
+        """Fails every pending operation with ConnectionClosedError, says CLOSE to connected
+        peers and stops the node. Idempotent."""
+        if self._closed:
+            return
+        self._closed = True
+        self._core.close()  # the GIL is released while the loop thread stops
+        self._on_ready()  # the failures of pending operations
+        self._loop.remove_reader(self._fd)
+        self._stash.clear()
+
+    async def __aenter__(self) -> "Comm":
+        return self
+
+    async def __aexit__(self, *exc: Any) -> None:
+        await self.close()
+
+    def __del__(self) -> None:
+        if getattr(self, "_closed", True):
+            return
+        warnings.warn(f"Comm {self._local.node_id!r} was not closed; call `await comm.close()`", ResourceWarning)
+        try:
+            if not self._loop.is_closed():
+                self._loop.remove_reader(self._fd)
+        except Exception:  # the loop may be half torn down at interpreter exit
+            pass
+        self._closed = True
+        self._core.close()

@@ -1,0 +1,161 @@
+"""Peer, CommOptions, CommConfig and the YAML node config (load_runtime_config).
+
+CommConfig checks the Python types of its fields here and leaves the ranges to the C++ core,
+so there is one definition of what is acceptable (its messages name the field).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import math
+import os
+from dataclasses import dataclass, field
+from typing import Optional, Tuple, Union
+
+from . import _core
+
+__all__ = ["Peer", "CommOptions", "CommConfig", "RuntimeConfig", "load_runtime_config"]
+
+_U32_MAX = 2**32 - 1
+_U64_MAX = 2**64 - 1
+
+
+def _is_int(value: object) -> bool:
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _is_number(value: object) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
+@dataclass(frozen=True)
+class Peer:
+    """One node of the static peer directory: its name and the address it listens on."""
+
+    node_id: str
+    host: str
+    port: int
+
+    def __post_init__(self) -> None:
+        if not isinstance(self.node_id, str) or not self.node_id:
+            raise ValueError(f"Peer.node_id must be a non-empty str, got {self.node_id!r}")
+        if not isinstance(self.host, str) or not self.host:
+            raise ValueError(f"Peer.host must be a non-empty str, got {self.host!r}")
+        if not _is_int(self.port) or not 0 <= self.port <= 65535:
+            raise ValueError(f"Peer.port must be an int in 0..65535, got {self.port!r}")
+
+
+@dataclass(frozen=True)
+class CommOptions:
+    """Per-operation options: the tag to match on, a timeout in seconds (None: wait as long as
+    it takes), and whether send waits for queue capacity (False: BackpressureError at once)."""
+
+    tag: int = 0
+    timeout: Optional[float] = None
+    wait_for_capacity: bool = True
+
+    def __post_init__(self) -> None:
+        if not _is_int(self.tag) or not 0 <= self.tag <= _U32_MAX:
+            raise ValueError(f"CommOptions.tag must be an int in 0..2**32-1, got {self.tag!r}")
+        if self.timeout is not None and (
+            not _is_number(self.timeout) or not math.isfinite(self.timeout) or self.timeout <= 0
+        ):
+            raise ValueError(f"CommOptions.timeout must be None or a positive number of seconds, got {self.timeout!r}")
+        if not isinstance(self.wait_for_capacity, bool):
+            raise ValueError(f"CommOptions.wait_for_capacity must be a bool, got {self.wait_for_capacity!r}")
+
+
+_INT_FIELDS = (
+    "max_message_bytes",
+    "max_manifest_bytes",
+    "max_metadata_bytes",
+    "max_segments",
+    "max_container_depth",
+    "max_container_nodes",
+    "max_peer_queued_messages",
+    "max_peer_queued_bytes",
+    "max_peer_unreceived_messages",
+    "max_peer_unreceived_bytes",
+    "egress_quantum_bytes",
+    "egress_burst_bytes",
+)
+_BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
+
+
+@dataclass(frozen=True)
+class CommConfig:
+    """Every limit and knob of a Comm, with the V0.1 names and defaults.
+
+    The codec limits hold on both encode and decode; the per-peer send queue is bounded by
+    max_peer_queued_messages and max_peer_queued_bytes; received but not yet recv()'d data is
+    bounded by max_peer_unreceived_* (past them TCP pushes back on the sender). Unsafe pickle
+    is for trusted peers only. egress_rate_bytes_per_second=None means unlimited.
+    """
+
+    max_message_bytes: int = 256 << 20
+    max_manifest_bytes: int = 4 << 20
+    max_metadata_bytes: int = 64 << 10
+    max_segments: int = 4096
+    max_container_depth: int = 64
+    max_container_nodes: int = 1_000_000
+    max_peer_queued_messages: int = 1024
+    max_peer_queued_bytes: int = 128 << 20
+    allow_unsafe_pickle: bool = False
+    tcp_nodelay: bool = True
+    egress_quantum_bytes: int = 1 << 20
+    egress_rate_bytes_per_second: Optional[float] = None
+    egress_burst_bytes: int = 1 << 20
+    # wcomm additions (not in V0.1): the inbound bound and the dial retry window.
+    max_peer_unreceived_messages: int = 4096
+    max_peer_unreceived_bytes: int = 512 << 20
+    connect_timeout_s: float = 30.0
+
+    def __post_init__(self) -> None:
+        for name in _INT_FIELDS:
+            value = getattr(self, name)
+            if not _is_int(value) or not 0 <= value <= _U64_MAX:
+                raise ValueError(f"CommConfig.{name} must be a positive int, got {value!r}")
+        for name in _BOOL_FIELDS:
+            value = getattr(self, name)
+            if not isinstance(value, bool):
+                raise ValueError(f"CommConfig.{name} must be a bool, got {value!r}")
+        rate = self.egress_rate_bytes_per_second
+        if rate is not None and (not _is_number(rate) or not math.isfinite(rate) or rate <= 0):
+            raise ValueError(
+                f"CommConfig.egress_rate_bytes_per_second must be None (unlimited) or a positive number, got {rate!r}"
+            )
+        if not _is_number(self.connect_timeout_s):
+            raise ValueError(f"CommConfig.connect_timeout_s must be a number of seconds, got {self.connect_timeout_s!r}")
+        _core.validate_config(self._fields())  # the ranges; ValueError names the field
+
+    def _fields(self) -> dict:
+        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+
+    @classmethod
+    def _from_fields(cls, fields: dict) -> "CommConfig":
+        return cls(**fields)
+
+
+@dataclass(frozen=True)
+class RuntimeConfig:
+    """A node's YAML config: who it is, where it listens, its peers and its CommConfig."""
+
+    local: Peer
+    peers: Tuple[Peer, ...]
+    bind_host: str
+    comm: CommConfig = field(default_factory=CommConfig)
+
+
+def load_runtime_config(path: Union[str, "os.PathLike[str]"]) -> RuntimeConfig:
+    """Loads a node config in the V0.1 schema (local, peers, comm). Raises FileNotFoundError
+    for a missing file and ValueError naming the file and the offending key or value."""
+    path = os.fspath(path)
+    if not os.path.exists(path):
+        raise FileNotFoundError(f"{path}: node config file not found")
+    raw = _core.load_node_config(path)
+    return RuntimeConfig(
+        local=Peer(*raw["local"]),
+        peers=tuple(Peer(*p) for p in raw["peers"]),
+        bind_host=raw["bind_host"],
+        comm=CommConfig._from_fields(raw["comm"]),
+    )
