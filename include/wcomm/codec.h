@@ -63,7 +63,7 @@ using SegmentAllocator = std::function<Result<Buffer>(const SegmentSpec& spec)>;
 struct CodecOptions {
   const CommConfig* limits = nullptr;         // nullptr: CommConfig's defaults
   const TypeRegistry* registry = nullptr;     // nullptr: no record / custom types
-  SegmentAllocator allocate;                  // empty: Buffer::allocate
+  SegmentAllocator allocate = {};             // empty: Buffer::allocate
 };
 
 // A DATA frame ready for one gather write: `head` holds header + manifest; `segments` view
