@@ -143,12 +143,15 @@ std::string format_seconds(double s) {
 }
 
 // One line naming the operation, the peer and what to check.
-int comm_failure(const std::string& what, const Peer& peer, const CommError& e, double timeout_s) {
+// `connecting`: the operation may have failed for want of a connection (a send), so a hint
+// about the peer's address helps.
+int comm_failure(const std::string& what, const Peer& peer, const CommError& e, double timeout_s,
+                 bool connecting = false) {
   std::string where = peer.node_id + " (" + peer.host + ":" + std::to_string(peer.port) + ")";
   switch (e.code()) {
-    case ErrorCode::kOperationTimeout:
-      return fail(kExitCommError, what + " " + where + " timed out after " + format_seconds(timeout_s) +
-                                      " s: " + e.what());
+    case ErrorCode::kOperationTimeout:  // e.what() would only repeat this
+      return fail(kExitCommError, what + " " + where + " timed out after " + format_seconds(timeout_s) + " s" +
+                                      (connecting ? " (is " + peer.node_id + " running and listening there?)" : ""));
     case ErrorCode::kConnectionFailed:
       return fail(kExitCommError, what + " " + where + " failed: cannot reach it (is it running?): " + e.what());
     default:
@@ -193,7 +196,7 @@ int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, Signa
               << " value=" << summary << std::endl;
   } catch (const CommError& e) {
     if (signals.interrupted()) return fail(kExitInterrupted, "interrupted");
-    return comm_failure("send to", dst, e, a.timeout_s);
+    return comm_failure("send to", dst, e, a.timeout_s, /*connecting=*/true);
   }
   if (!a.expect_reply) return kExitOk;
   try {
@@ -206,23 +209,34 @@ int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, Signa
 }
 
 // Receives (and for echo, returns) count messages from src; count 0 serves until a signal.
-// A server outlives its peers: a peer that disconnects, breaks the protocol or sends something
-// undecodable gets a note on stderr, and is served again when it reconnects.
+// A server outlives its peers: a peer that disconnects (or, with count 0, breaks the protocol
+// or sends something undecodable) gets a note on stderr, and is served again when it
+// reconnects.
 int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals) {
   const Peer& src = comm.peer(a.src);
   const bool forever = a.count == 0;
+  const std::string kRecvFrom = "recv from";
   // Backoff between consecutive failures, so a peer whose every attempt fails at once does not
   // turn the server into a busy loop of notes.
   auto backoff = std::chrono::milliseconds(0);
   // Decides what a failure means: an exit code, or nullopt to keep serving.
   auto on_error = [&](const std::string& what, const CommError& e) -> std::optional<int> {
-    if (signals.interrupted()) return forever ? kExitOk : kExitInterrupted;
-    if (!forever || e.code() == ErrorCode::kClosed) return comm_failure(what, src, e, a.timeout_s);
-    if (e.code() == ErrorCode::kOperationTimeout) return std::nullopt;  // no message yet: keep waiting
-    std::cerr << "wcomm node: note: " << what << " " << src.node_id << ": " << error_code_name(e.code()) << ": "
-              << e.what() << "; still serving" << std::endl;
+    const int interrupted_code = forever ? kExitOk : kExitInterrupted;
+    if (signals.interrupted()) return interrupted_code;
+    // Peers come and go: a disconnect is worth a note, never the end, even with a finite
+    // --count (the next messages may come over the peer's next connection).
+    const bool disconnected = e.code() == ErrorCode::kConnectionClosed;
+    if (e.code() == ErrorCode::kClosed || (!forever && !disconnected)) return comm_failure(what, src, e, a.timeout_s);
+    // A recv that times out while serving just means no message yet: keep waiting.
+    if (e.code() == ErrorCode::kOperationTimeout && what == kRecvFrom) return std::nullopt;
+    if (disconnected)
+      std::cerr << "wcomm node: note: " << src.node_id << " disconnected (" << e.what() << "); still serving"
+                << std::endl;
+    else
+      std::cerr << "wcomm node: note: " << what << " " << src.node_id << " failed: " << error_code_name(e.code())
+                << ": " << e.what() << "; still serving" << std::endl;
     backoff = std::clamp(backoff * 2, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
-    if (signals.sleep_for(backoff)) return kExitOk;
+    if (signals.sleep_for(backoff)) return interrupted_code;
     return std::nullopt;
   };
 
@@ -231,7 +245,7 @@ int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals)
     try {
       got = comm.recv(src, options_for(a.tag, a.timeout_s)).get();
     } catch (const CommError& e) {
-      if (auto code = on_error("recv from", e)) return *code;
+      if (auto code = on_error(kRecvFrom, e)) return *code;
       continue;
     }
     backoff = std::chrono::milliseconds(0);
@@ -250,10 +264,20 @@ int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals)
   return kExitOk;
 }
 
+// CLI11's PositiveNumber prints its range up to DBL_MAX in full; this says what is meant.
+const CLI::Validator kSeconds(
+    [](const std::string& text) -> std::string {
+      double s = 0;
+      std::istringstream in(text);
+      if (in >> s && in.eof() && s > 0) return {};
+      return "'" + text + "' is not a positive number of seconds";
+    },
+    "SECONDS");
+
 void add_serve_options(CLI::App* command, ServeArgs& a) {
   command->add_option("--src", a.src, "the peer to receive from")->required();
   command->add_option("--tag", a.tag, "message tag (default 0)");
-  command->add_option("--timeout", a.timeout_s, "seconds to wait for each message")->check(CLI::PositiveNumber);
+  command->add_option("--timeout", a.timeout_s, "seconds to wait for each message")->check(kSeconds);
   command->add_option("--count", a.count, "messages to handle (default 1; 0: serve until Ctrl-C)");
 }
 
@@ -282,7 +306,7 @@ int run_node(int argc, char** argv) {
   send->add_option("--metadata", send_args.metadata, "piggypayload: a JSON object");
   send->add_option("--tag", send_args.tag, "message tag (default 0)");
   send->add_option("--timeout", send_args.timeout_s, "seconds to wait for the send (and the reply)")
-      ->check(CLI::PositiveNumber);
+      ->check(kSeconds);
   send->add_flag("--fail-fast", send_args.fail_fast, "fail at once when the peer's send queue is full");
   send->add_flag("--expect-reply", send_args.expect_reply, "then wait for one message back on the same tag");
 
@@ -295,8 +319,8 @@ int run_node(int argc, char** argv) {
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);  // prints help, or the error plus a hint
-    return code == 0 ? kExitOk : kExitUsage;
+    if (e.get_exit_code() == 0) return app.exit(e);  // --help
+    return fail(kExitUsage, std::string(e.what()) + " (see wcomm node --help)");
   }
 
   NodeConfig config;

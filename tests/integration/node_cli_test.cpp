@@ -2,12 +2,20 @@
 // and messages of the CLI's failure paths.
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <chrono>
+#include <cerrno>
 #include <csignal>
+#include <cstring>
 #include <string>
 #include <vector>
 
 #include "process_util.h"
+#include "wcomm/codec.h"
 
 namespace wcomm::testing {
 namespace {
@@ -33,6 +41,7 @@ class NodeCliTest : public ::testing::Test {
  protected:
   void SetUp() override {
     auto ports = free_tcp_ports(2);
+    port_b_ = ports[1];
     config_a_ = dir_.write("node-a.yaml", node_yaml("node-a", ports[0], "node-b", ports[1]));
     config_b_ = dir_.write("node-b.yaml", node_yaml("node-b", ports[1], "node-a", ports[0]));
   }
@@ -50,7 +59,60 @@ class NodeCliTest : public ::testing::Test {
 
   TempDir dir_;
   std::string config_a_, config_b_;
+  std::uint16_t port_b_ = 0;
 };
+
+int connect_loopback(std::uint16_t port) {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  addr.sin_port = htons(port);
+  if (fd >= 0 && ::connect(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0) {
+    ::close(fd);
+    return -1;
+  }
+  timeval timeout{.tv_sec = 10, .tv_usec = 0};  // a read must not hang the test
+  ::setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof(timeout));
+  return fd;
+}
+
+bool read_exactly(int fd, std::uint8_t* out, std::size_t n) {
+  for (std::size_t got = 0; got < n;) {
+    ssize_t r = ::read(fd, out + got, n - got);
+    if (r <= 0) return false;
+    got += static_cast<std::size_t>(r);
+  }
+  return true;
+}
+
+// Connects to 127.0.0.1:port, writes bytes that are not COMM v1, and hangs up.
+void send_garbage(std::uint16_t port) {
+  int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  const char junk[] = "GET / HTTP/1.1\r\nHost: node-b\r\n\r\n0123456789012345678901234567890123456789";
+  EXPECT_GT(::write(fd, junk, sizeof(junk)), 0);
+  ::close(fd);
+}
+
+// Completes a real handshake as node_id, then breaks the protocol with a frame header that
+// is all 0xff (bad magic): the server sees a ProtocolError from a known peer.
+void break_protocol_as(std::uint16_t port, const std::string& node_id) {
+  int fd = connect_loopback(port);
+  ASSERT_GE(fd, 0) << std::strerror(errno);
+  auto hello = encode_control(FrameKind::kHello, {.node_id = node_id, .connection_id = std::string(32, 'a'), .features = {}});
+  ASSERT_EQ(::write(fd, hello.data(), hello.size()), static_cast<ssize_t>(hello.size()));
+  std::uint8_t header[kHeaderSize];
+  ASSERT_TRUE(read_exactly(fd, header, sizeof(header))) << "no HELLO_ACK";
+  auto parsed = parse_header(header, CommConfig{});
+  ASSERT_TRUE(parsed.ok()) << parsed.error().message;
+  ASSERT_EQ(parsed.value().kind, FrameKind::kHelloAck);
+  std::vector<std::uint8_t> manifest(parsed.value().manifest_size);
+  ASSERT_TRUE(read_exactly(fd, manifest.data(), manifest.size()));
+  std::vector<std::uint8_t> junk(kHeaderSize, 0xff);
+  EXPECT_EQ(::write(fd, junk.data(), junk.size()), static_cast<ssize_t>(junk.size()));
+  ::close(fd);
+}
 
 TEST_F(NodeCliTest, EchoRoundTrip) {
   Process echo = Process::spawn(
@@ -88,10 +150,13 @@ TEST_F(NodeCliTest, TensorPayloadRoundTrip) {
 }
 
 // A --count 0 server outlives its peers: two sender processes one after the other (the first
-// one's disconnect must not end it), then SIGINT closes it with exit code 0.
+// one's disconnect must not end it) with a stranger speaking garbage in between, then SIGINT
+// closes it with exit code 0.
 TEST_F(NodeCliTest, ServeForeverSurvivesReconnectsAndStopsOnSigint) {
   Process echo = Process::spawn(node(config_b_, {"echo", "--src", "node-a", "--count", "0"}), dir_.path(), "echo");
   for (const char* text : {"first", "second"}) {
+    // The first sender proves the server listens, so the garbage goes to the right process.
+    if (std::string(text) == "second") send_garbage(port_b_);
     ProcessResult send = run(node(config_a_, {"send", "--dst", "node-b", "--text", text, "--expect-reply",
                                               "--timeout", "20"}),
                              std::string("send-") + text);
@@ -101,6 +166,25 @@ TEST_F(NodeCliTest, ServeForeverSurvivesReconnectsAndStopsOnSigint) {
   }
   ASSERT_TRUE(echo.running()) << echo.output();
   echo.signal(SIGINT);
+  EXPECT_EQ(echo.wait_for(kProcessDeadline), 0) << echo.output();
+}
+
+// Served with --count 0, a peer that breaks the protocol after its handshake costs a note on
+// stderr, not the server: the same peer is served when it comes back speaking COMM v1.
+TEST_F(NodeCliTest, ServeForeverSurvivesAProtocolError) {
+  Process echo = Process::spawn(node(config_b_, {"echo", "--src", "node-a", "--count", "0"}), dir_.path(), "echo");
+  ProcessResult first = run(node(config_a_, {"send", "--dst", "node-b", "--text", "before", "--expect-reply",
+                                             "--timeout", "20"}),
+                            "send-before");
+  ASSERT_EQ(first.exit_code, 0) << first.out << first.err << echo.output();
+  break_protocol_as(port_b_, "node-a");
+  ProcessResult second = run(node(config_a_, {"send", "--dst", "node-b", "--text", "after", "--expect-reply",
+                                              "--timeout", "20"}),
+                             "send-after");
+  EXPECT_EQ(second.exit_code, 0) << second.out << second.err << echo.output();
+  EXPECT_NE(second.out.find("after"), std::string::npos) << second.out;
+  ASSERT_TRUE(echo.running()) << echo.output();
+  echo.signal(SIGTERM);
   EXPECT_EQ(echo.wait_for(kProcessDeadline), 0) << echo.output();
 }
 
