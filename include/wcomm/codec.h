@@ -35,7 +35,8 @@ struct FrameHeader {
 
 void write_header(const FrameHeader& header, std::uint8_t out[kHeaderSize]);
 // Checks magic, version, kind, flags, and the size fields against the limits, from the header
-// alone: ProtocolError, or MessageTooLargeError for a manifest / frame over its limit.
+// alone: ProtocolError (also for a segment_count over max_segments, which no honest encoder
+// produces), or MessageTooLargeError for a manifest / frame over its limit.
 Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommConfig& limits);
 
 // Registered record ("dataclass") and custom types, by type_id. A value of an unregistered
@@ -102,7 +103,12 @@ struct Control {
   std::string connection_id;          // 32 lowercase hex chars
   std::vector<std::string> features;  // wcomm extension; absent on the wire when empty
 };
+// The whole control frame (header with tag 0 and message_id 0, then the manifest). Throws
+// InvalidArgumentError for kData, or for a HELLO / HELLO_ACK without a node_id or whose
+// connection_id is not 32 lowercase hex chars. CLOSE carries only the fields that are set.
 std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control);
+// ProtocolError for a malformed control manifest, segments on a control frame, or a handshake
+// without node_id / a well-formed connection_id; unknown keys are ignored.
 Result<Control> decode_control(const FrameHeader& header, std::span<const std::uint8_t> manifest);
 
 // Whole-frame helpers for tests, fuzzing and tools.
