@@ -8,7 +8,7 @@ packages=(
   libasio-dev libmsgpack-cxx-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
   libcli11-dev libspdlog-dev libfmt-dev libssl-dev
   libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch
+  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
   python3-zmq python3-msgpack python3-pip python3-setuptools
   iperf3 iproute2 iputils-ping procps
 )
