@@ -25,7 +25,9 @@ void send_bulk(Comm& comm, const Peer& peer, ZeroPayloads& zeros, std::uint32_t 
   std::deque<Future<SendResult>> in_flight;
   std::uint64_t in_flight_bytes = 0;
   for (std::uint64_t i = 0; i < count; ++i) {
-    while (!in_flight.empty() &&
+    // At least two in flight whatever their size, so the next frame is queued before the
+    // current one finishes and the connection never idles between them.
+    while (in_flight.size() >= 2 &&
            (in_flight.size() >= window.max_messages || in_flight_bytes + frame_bytes > window.max_bytes)) {
       in_flight.front().get();
       in_flight.pop_front();

@@ -1,0 +1,100 @@
+#!/usr/bin/env bash
+# Core performance figures on loopback, each beside its reference measured in the same run:
+# 64 B round trip (raw blocking TCP vs the Comm API vs wcomm bench), one-stream goodput
+# (iperf3 vs wcomm bench upload of 1 MiB and 64 MiB messages), and peak RSS of receiving a
+# 200 MiB tensor. Prints a markdown table. Usage: bench/run_core_bench.sh [build-dir]
+# Environment: ROUNDS (ping-pong rounds, default 20000), TRIALS (goodput trials, default 3).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+build="$(cd "${1:-$root/build}" && pwd)"
+rounds="${ROUNDS:-20000}"
+trials="${TRIALS:-3}"
+python=/usr/bin/python3  # Debian's interpreter (architecture.md); only its json module is used
+
+need() { [ -x "$1" ] || { echo "run_core_bench: $1 is missing; build it first:" \
+  "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong recv_rss" >&2; exit 1; }; }
+for b in "$build/wcomm" "$build/bench/raw_tcp_pingpong" "$build/bench/api_pingpong" "$build/bench/recv_rss"; do need "$b"; done
+command -v iperf3 >/dev/null || { echo "run_core_bench: iperf3 is not installed (scripts/bootstrap.sh)" >&2; exit 1; }
+
+work="$(mktemp -d /tmp/wcomm-core-bench.XXXXXX)"
+pids=()
+cleanup() {
+  for p in "${pids[@]:-}"; do [ -n "$p" ] && kill "$p" 2>/dev/null || true; done
+  rm -rf "$work"
+}
+trap cleanup EXIT
+
+# jq-like access with Python's json: jget FILE EXPR (EXPR over the parsed value `r`).
+jget() { "$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
+say() { echo "run_core_bench: $*" >&2; }
+
+say "raw TCP ping-pong, $rounds rounds"
+"$build/bench/raw_tcp_pingpong" "$rounds" 64 >"$work/raw.json"
+say "Comm API ping-pong, $rounds rounds"
+"$build/bench/api_pingpong" "$rounds" 64 >"$work/api.json"
+
+say "iperf3, one stream, 5 s"
+iperf_port=$((20000 + RANDOM % 30000))
+iperf3 -s -1 -B 127.0.0.1 -p "$iperf_port" >/dev/null 2>&1 &
+pids+=($!)
+for _ in $(seq 50); do  # the server needs a moment to listen; the client fails until then
+  if iperf3 -c 127.0.0.1 -p "$iperf_port" -t 5 -J >"$work/iperf.json" 2>/dev/null; then break; fi
+  sleep 0.1
+done
+iperf_gbps="$(jget "$work/iperf.json" 'r["end"]["sum_received"]["bits_per_second"]/8e9')"
+
+say "wcomm bench: 64 B latency, upload goodput of 1 MiB and 64 MiB messages"
+cat >"$work/b.yaml" <<YAML
+local: {node_id: node-b, host: 127.0.0.1, port: 0}
+peers: [{node_id: node-a, host: 127.0.0.1, port: 1}]
+YAML
+"$build/wcomm" bench --config "$work/b.yaml" responder --peer node-a --wait-timeout 60 2>"$work/responder.err" &
+pids+=($!)
+port=""
+for _ in $(seq 100); do
+  port="$(sed -n 's/.*listening on .*:\([0-9][0-9]*\)$/\1/p' "$work/responder.err")"
+  [ -n "$port" ] && break
+  sleep 0.1
+done
+[ -n "$port" ] || { cat "$work/responder.err" >&2; exit 1; }
+cat >"$work/a.yaml" <<YAML
+local: {node_id: node-a, host: 127.0.0.1, port: 0}
+peers: [{node_id: node-b, host: 127.0.0.1, port: $port}]
+YAML
+# 256 MiB per trial: 256 messages of 1 MiB, 4 of 64 MiB.
+"$build/wcomm" bench --config "$work/a.yaml" initiator --peer node-b --quiet \
+  --latency-sizes 64 --latency-rounds 2000 --directions upload \
+  --throughput-sizes 1048576,67108864 --throughput-target-bytes 268435456 --throughput-trials "$trials" \
+  --output "$work/wcomm.json"
+wait "${pids[-1]}"
+
+say "peak RSS of receiving a 200 MiB tensor"
+"$build/bench/recv_rss" 200 >"$work/rss.json"
+"$build/bench/recv_rss" 200 --into >"$work/rss_into.json"
+
+raw50="$(jget "$work/raw.json" 'r["p50_us"]')"; raw99="$(jget "$work/raw.json" 'r["p99_us"]')"
+api50="$(jget "$work/api.json" 'r["p50_us"]')"; api99="$(jget "$work/api.json" 'r["p99_us"]')"
+b50="$(jget "$work/wcomm.json" 'r["latency"][0]["summary_ms"]["p50"]*1e3')"
+b99="$(jget "$work/wcomm.json" 'r["latency"][0]["summary_ms"]["p99"]*1e3')"
+g1="$(jget "$work/wcomm.json" 'r["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"]/8e3')"
+g64="$(jget "$work/wcomm.json" 'r["throughput"]["upload"][1]["aggregate_goodput_mbps"]["p50"]/8e3')"
+rss="$(jget "$work/rss.json" 'r["delta_over_payload"]')"; rss_mib="$(jget "$work/rss.json" 'r["delta_kib"]/1024')"
+rssi="$(jget "$work/rss_into.json" 'r["delta_over_payload"]')"; rssi_mib="$(jget "$work/rss_into.json" 'r["delta_kib"]/1024')"
+
+"$python" - "$raw50" "$raw99" "$api50" "$api99" "$b50" "$b99" "$iperf_gbps" "$g1" "$g64" "$rss" "$rss_mib" "$rssi" "$rssi_mib" "$rounds" "$trials" <<'PY'
+import sys
+(raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib) = map(float, sys.argv[1:14])
+rounds, trials = sys.argv[14], sys.argv[15]
+print(f"Loopback, this machine, one run ({rounds} ping-pong rounds; median of {trials} goodput trials of 256 MiB).\n")
+print("| what | 64 B RTT p50 | 64 B RTT p99 | 1 MiB goodput | 64 MiB goodput | ratio |")
+print("|---|---:|---:|---:|---:|---|")
+print(f"| raw TCP ping-pong (blocking, TCP_NODELAY) | {raw50:.1f} us | {raw99:.1f} us | | | reference |")
+print(f"| Comm API ping-pong (send().get(), recv().get()) | {api50:.1f} us | {api99:.1f} us | | | p50 {api50/raw50:.2f}x raw |")
+print(f"| wcomm bench ping (64 B, V0.1 control protocol) | {b50:.1f} us | {b99:.1f} us | | | p50 {b50/raw50:.2f}x raw |")
+print(f"| iperf3, one TCP stream | | | {iperf:.2f} GB/s | {iperf:.2f} GB/s | reference |")
+print(f"| wcomm bench upload | | | {g1:.2f} GB/s | {g64:.2f} GB/s | {g1/iperf:.2f}x / {g64/iperf:.2f}x iperf3 |")
+print(f"| peak RSS growth, recv of a 200 MiB tensor | | | | | {rss_mib:.0f} MiB = {rss:.2f}x payload (ideal 1.00x) |")
+print(f"| peak RSS growth, recv_into a touched 200 MiB tensor | | | | | {rssi_mib:.0f} MiB = {rssi:.2f}x payload (ideal 0.00x) |")
+PY
