@@ -172,7 +172,7 @@ void print_received(const Peer& from, std::uint32_t tag, const Received& got) {
 }
 
 // Exactly one payload option; the rest are usage errors caught before the Comm exists.
-Value build_payload(const SendArgs& a, const CLI::App& send) {
+Value build_payload(const SendArgs& a, const CLI::App& send, const CommConfig& limits) {
   int given = 0;
   for (const char* name : {"--json", "--text", "--file", "--tensor-shape"}) given += send.count(name) > 0;
   if (given != 1)
@@ -183,7 +183,15 @@ Value build_payload(const SendArgs& a, const CLI::App& send) {
   if (send.count("--text")) return a.text;
   if (send.count("--file")) return read_file_bytes("--file", a.file);
   DType dtype = parse_dtype_option("--tensor-dtype", a.tensor_dtype);
-  return pattern_tensor(dtype, parse_shape("--tensor-shape", a.tensor_shape));
+  Shape shape = parse_shape("--tensor-shape", a.tensor_shape);
+  // Checked before allocating: a typo such as 3,224,2240000 should be a message, not an
+  // out-of-memory abort.
+  auto nbytes = tensor_nbytes(dtype, shape);
+  if (!nbytes || *nbytes > limits.max_message_bytes)
+    throw UsageError("--tensor-shape: a " + std::string(dtype_name(dtype)) + " tensor of shape " + a.tensor_shape +
+                     " is " + (nbytes ? std::to_string(*nbytes) + " bytes" : "too large") +
+                     ", over this node's comm.max_message_bytes (" + std::to_string(limits.max_message_bytes) + ")");
+  return pattern_tensor(dtype, shape);
 }
 
 int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, SignalWatcher& signals) {
@@ -281,9 +289,7 @@ void add_serve_options(CLI::App* command, ServeArgs& a) {
   command->add_option("--count", a.count, "messages to handle (default 1; 0: serve until Ctrl-C)");
 }
 
-}  // namespace
-
-int run_node(int argc, char** argv) {
+int node_main(int argc, char** argv) {
   CLI::App app{"Run a wcomm node from a YAML config: send, receive or echo messages.\n\n"
                "  wcomm node --config node-b.yaml echo --src node-a --tag 1 --count 1\n"
                "  wcomm node --config node-a.yaml send --dst node-b --tag 1 --json '{\"message\":\"hello\"}' \\\n"
@@ -334,7 +340,7 @@ int run_node(int argc, char** argv) {
   try {
     if (send->parsed()) {
       check_peer(config, "--dst", send_args.dst);
-      payload = build_payload(send_args, *send);
+      payload = build_payload(send_args, *send, config.comm);
       if (send->count("--metadata")) metadata = parse_json_object_option("--metadata", send_args.metadata);
     } else {
       check_peer(config, "--src", serve_args.src);
@@ -362,6 +368,18 @@ int run_node(int argc, char** argv) {
                             : run_serve(*comm, serve_args, echo->parsed(), signals);
   comm->close();
   return code;
+}
+
+}  // namespace
+
+int run_node(int argc, char** argv) {
+  // Every expected failure is reported where it happens; this is the net under the rest
+  // (e.g. std::bad_alloc), so the user still gets one line rather than an abort.
+  try {
+    return node_main(argc, argv);
+  } catch (const std::exception& e) {
+    return fail(kExitCommError, std::string("unexpected error: ") + e.what());
+  }
 }
 
 }  // namespace wcomm::tools
