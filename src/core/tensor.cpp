@@ -5,6 +5,7 @@
 #include <cstring>
 #include <new>
 
+#include "core/block_cache.h"
 #include "core/describe.h"
 #include "wcomm/errors.h"
 
@@ -13,8 +14,14 @@ namespace wcomm {
 Buffer Buffer::allocate(std::size_t size) {
   // Even a zero-byte buffer gets real (owned) storage so that allocate() results are never
   // mistaken for borrowed memory.
-  void* p = ::operator new(size, std::align_val_t{kBufferAlignment});
-  std::shared_ptr<void> owner(p, [](void* q) { ::operator delete(q, std::align_val_t{kBufferAlignment}); });
+  if (size >= BlockCache::kMinBlockBytes) {
+    void* p = BlockCache::instance().take(size);
+    if (!p) p = BlockCache::allocate_block(size);
+    std::shared_ptr<void> owner(p, [size](void* q) { BlockCache::instance().give(q, size); });
+    return Buffer(std::move(owner), static_cast<std::uint8_t*>(p), size);
+  }
+  void* p = BlockCache::allocate_block(size);
+  std::shared_ptr<void> owner(p, [](void* q) { BlockCache::free_block(q); });
   return Buffer(std::move(owner), static_cast<std::uint8_t*>(p), size);
 }
 

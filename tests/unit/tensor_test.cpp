@@ -140,3 +140,25 @@ TEST(Tensor, EqualityComparesTypeShapeAndBytes) {
 
 }  // namespace
 }  // namespace wcomm
+
+namespace wcomm {
+namespace {
+
+TEST(BlockCache, LargeBlocksAreReusedAndAligned) {
+  const std::size_t size = 3u << 20;
+  std::uint8_t* first;
+  {
+    Buffer a = Buffer::allocate(size);
+    first = a.data();
+    EXPECT_EQ(reinterpret_cast<std::uintptr_t>(first) % kBufferAlignment, 0u);
+  }
+  Buffer b = Buffer::allocate(size);  // the block just freed comes back
+  EXPECT_EQ(b.data(), first);
+  Buffer c = Buffer::allocate(size);  // in use: a fresh block
+  EXPECT_NE(c.data(), first);
+  Buffer small = Buffer::allocate(1024);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % kBufferAlignment, 0u);
+}
+
+}  // namespace
+}  // namespace wcomm
