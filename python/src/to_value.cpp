@@ -153,11 +153,14 @@ Value to_value(py::handle obj, EncodeContext& ctx, std::size_t depth) {
   if (PyUnicode_Check(o)) return str_value(obj);
   if (PyBytes_Check(o) || PyByteArray_Check(o)) return bytes_value(obj, ctx);
   if (PyList_Check(o) || PyTuple_Check(o) || PyDict_Check(o)) {
-    auto same = py::reinterpret_borrow<py::object>(obj);
-    py::object base = PyDict_Check(o) ? py::object(py::dict(same))
-                                      : PyList_Check(o) ? py::object(py::list(same)) : py::object(py::tuple(same));
-    ctx.keepalive.append(base);
-    return to_value(base, ctx, depth);
+    // An exact copy of the container (never the same object: that would recurse forever).
+    PyObject* base = PyDict_Check(o)   ? PyObject_CallOneArg(reinterpret_cast<PyObject*>(&PyDict_Type), o)
+                     : PyList_Check(o) ? PySequence_List(o)
+                                       : PySequence_Tuple(o);
+    if (!base) throw py::error_already_set();
+    auto owned = py::reinterpret_steal<py::object>(base);
+    ctx.keepalive.append(owned);
+    return to_value(owned, ctx, depth);
   }
   return pickled_value(obj, ctx);
 }

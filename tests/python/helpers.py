@@ -1,0 +1,114 @@
+"""Shared helpers for the wireless_comm tests: free ports, bounded asyncio runs, Comm pairs on
+loopback, the C++ CLI's location, and a raw COMM v1 client for hand-made frames."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import socket
+import struct
+import sys
+from typing import Any, Awaitable, List, Optional, Tuple
+
+import msgpack
+
+import wireless_comm
+from wireless_comm import Comm, CommConfig, Peer
+
+REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
+TEST_LIMIT_S = 60  # no test waits longer than this on anything
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def run(coro: Awaitable[Any], timeout: float = TEST_LIMIT_S) -> Any:
+    """Runs coro in a fresh event loop, failing the test if it takes longer than timeout."""
+    return asyncio.run(asyncio.wait_for(coro, timeout))
+
+
+async def make_pair(config_a: Optional[CommConfig] = None, config_b: Optional[CommConfig] = None,
+                    **kwargs: Any) -> Tuple[Comm, Comm]:
+    """node-a and node-b on loopback, each knowing the other."""
+    pa, pb = Peer("node-a", "127.0.0.1", free_port()), Peer("node-b", "127.0.0.1", free_port())
+    a = await Comm.create(local=pa, peers=[pb], bind_host="127.0.0.1", config=config_a, **kwargs)
+    b = await Comm.create(local=pb, peers=[pa], bind_host="127.0.0.1", config=config_b, **kwargs)
+    return a, b
+
+
+def child_env() -> dict:
+    """Environment for child Python processes: the same wireless_comm this test imported."""
+    env = dict(os.environ)
+    package_root = os.path.dirname(os.path.dirname(wireless_comm.__file__))
+    env["PYTHONPATH"] = os.pathsep.join(p for p in (package_root, env.get("PYTHONPATH")) if p)
+    return env
+
+
+def wcomm_cli() -> Optional[str]:
+    """The C++ `wcomm` executable: $WCOMM_CLI, else build/wcomm of this checkout."""
+    path = os.environ.get("WCOMM_CLI") or os.path.join(REPO, "build", "wcomm")
+    return path if os.access(path, os.X_OK) else None
+
+
+PYTHON = sys.executable
+
+
+def node_yaml(self_id: str, self_port: int, peer_id: str, peer_port: int) -> str:
+    return (f"local:\n  node_id: {self_id}\n  host: 127.0.0.1\n  port: {self_port}\n"
+            f"peers:\n  - node_id: {peer_id}\n    host: 127.0.0.1\n    port: {peer_port}\n")
+
+
+# -- COMM v1 by hand (wire-v1.md) -----------------------------------------------------------
+
+HEADER = struct.Struct(">4sHBBIQIIQ")  # magic, version, kind, flags, tag, message_id, manifest, segments, payload
+HELLO, HELLO_ACK, CLOSE, DATA = 1, 2, 3, 16
+
+
+def frame(kind: int, manifest: dict, segments: List[bytes] = (), tag: int = 0, message_id: int = 0) -> bytes:
+    m = msgpack.packb(manifest)
+    payload = b"".join(segments)
+    return HEADER.pack(b"COMM", 1, kind, 0, tag, message_id, len(m), len(segments), len(payload)) + m + payload
+
+
+def hello(node_id: str, connection_id: str = "0" * 31 + "1") -> bytes:
+    return frame(HELLO, {"control": {"node_id": node_id, "connection_id": connection_id}, "segments": []})
+
+
+def tensor_frame(nbytes: int, message_id: int = 1, tag: int = 0) -> bytes:
+    root = ["tensor", 0, nbytes, "uint8", [nbytes]]
+    return frame(DATA, {"root": root, "piggypayload": None, "segments": [nbytes]}, [bytes(nbytes)], tag, message_id)
+
+
+class RawClient:
+    """A blocking TCP client (run it in a thread or between awaits; it has a 5 s timeout)."""
+
+    def __init__(self, port: int) -> None:
+        self.sock = socket.create_connection(("127.0.0.1", port), timeout=5)
+
+    def write(self, data: bytes) -> None:
+        self.sock.sendall(data)
+
+    def read_exactly(self, n: int) -> bytes:
+        out = b""
+        while len(out) < n:
+            chunk = self.sock.recv(n - len(out))
+            if not chunk:
+                break
+            out += chunk
+        return out
+
+    def read_frame(self) -> Tuple[tuple, Any]:
+        header = HEADER.unpack(self.read_exactly(HEADER.size))
+        return header, msgpack.unpackb(self.read_exactly(header[6]))
+
+    def closed_by_peer(self) -> bool:
+        try:
+            return self.sock.recv(1) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            return True
+
+    def close(self) -> None:
+        self.sock.close()
