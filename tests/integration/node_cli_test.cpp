@@ -16,6 +16,7 @@
 
 #include "process_util.h"
 #include "wcomm/codec.h"
+#include "wcomm/comm.h"
 
 namespace wcomm::testing {
 namespace {
@@ -147,6 +148,85 @@ TEST_F(NodeCliTest, TensorPayloadRoundTrip) {
   EXPECT_NE(send.out.find("received from node-b"), std::string::npos) << send.out;
   EXPECT_NE(send.out.find("float16"), std::string::npos) << send.out;
   EXPECT_EQ(echo.wait_for(kProcessDeadline), 0) << echo.output();
+}
+
+// The CLI's --tensor-shape pattern, checked byte for byte by a Comm in this process acting as
+// node-b: element i holds (i mod 251) in the tensor's dtype.
+TEST_F(NodeCliTest, TensorPatternArrivesIntact) {
+  auto node_b = Comm::create(load_node_config(config_b_));
+  const Peer& a = node_b->peer("node-a");
+  struct Case {
+    const char* dtype;
+    DType expected;
+  };
+  const Case cases[] = {{"float32", DType::kFloat32}, {"float16", DType::kFloat16}, {"bfloat16", DType::kBFloat16},
+                        {"int8", DType::kInt8}, {"bool", DType::kBool}};
+  std::uint32_t tag = 10;
+  for (const Case& c : cases) {
+    ++tag;
+    ProcessResult send = run(node(config_a_, {"send", "--dst", "node-b", "--tag", std::to_string(tag),
+                                              "--tensor-shape", "2,130", "--tensor-dtype", c.dtype, "--timeout", "20"}),
+                             std::string("send-") + c.dtype);
+    ASSERT_EQ(send.exit_code, 0) << send.out << send.err;
+    Received got = node_b->recv(a, {.tag = tag, .timeout = 20s, .wait_for_capacity = true}).get();
+    ASSERT_TRUE(got.value.is<Tensor>()) << summarize(got.value);
+    const Tensor& t = got.value.as<Tensor>();
+    EXPECT_EQ(t.dtype(), c.expected) << c.dtype;
+    EXPECT_EQ(t.shape(), (Shape{2, 130})) << c.dtype;
+    // Elements 1, 2, 250 (the largest value), 251 (wrapped to 0) and 252.
+    switch (c.expected) {
+      case DType::kFloat32:
+        EXPECT_EQ(t.data_as<float>()[2], 2.0f);
+        EXPECT_EQ(t.data_as<float>()[250], 250.0f);
+        EXPECT_EQ(t.data_as<float>()[251], 0.0f);
+        EXPECT_EQ(t.data_as<float>()[252], 1.0f);
+        break;
+      case DType::kFloat16:  // IEEE half bits: 1.0 = 0x3c00, 2.0 = 0x4000, 250.0 = 0x5bd0
+        EXPECT_EQ(t.data_as<std::uint16_t>()[1], 0x3c00);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[2], 0x4000);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[250], 0x5bd0);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[251], 0x0000);
+        break;
+      case DType::kBFloat16:  // the top half of float32: 1.0 = 0x3f80, 250.0 = 0x437a
+        EXPECT_EQ(t.data_as<std::uint16_t>()[1], 0x3f80);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[250], 0x437a);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[251], 0x0000);
+        break;
+      case DType::kInt8:  // 250 wraps as a cast does
+        EXPECT_EQ(t.data_as<std::int8_t>()[2], 2);
+        EXPECT_EQ(t.data_as<std::int8_t>()[250], -6);
+        EXPECT_EQ(t.data_as<std::int8_t>()[252], 1);
+        break;
+      case DType::kBool:
+        EXPECT_EQ(t.data_as<std::uint8_t>()[0], 0);
+        EXPECT_EQ(t.data_as<std::uint8_t>()[2], 1);
+        EXPECT_EQ(t.data_as<std::uint8_t>()[251], 0);
+        break;
+      default:
+        break;
+    }
+  }
+  node_b->close();
+}
+
+// --json and --metadata arrive as the Values the CLI promises: objects as Dicts keeping the
+// key order written, arrays as Lists, integers as ints (up to uint64), floats, bools, null.
+TEST_F(NodeCliTest, JsonPayloadArrivesAsValues) {
+  auto node_b = Comm::create(load_node_config(config_b_));
+  ProcessResult send = run(node(config_a_, {"send", "--dst", "node-b", "--tag", "7", "--timeout", "20", "--json",
+                                            R"({"zeta": 1, "alpha": [1.5, true, null, "s"], "big": 18446744073709551615, "neg": -5})",
+                                            "--metadata", R"({"trace_id": "t-1", "hops": [1, 2]})"}),
+                           "send-json");
+  ASSERT_EQ(send.exit_code, 0) << send.out << send.err;
+  Received got = node_b->recv(node_b->peer("node-a"), {.tag = 7, .timeout = 20s, .wait_for_capacity = true}).get();
+  Value expected = Dict{{"zeta", 1},
+                        {"alpha", List{1.5, true, None{}, "s"}},
+                        {"big", std::uint64_t{18446744073709551615ull}},
+                        {"neg", -5}};
+  EXPECT_EQ(got.value, expected) << summarize(got.value);
+  Value expected_piggy = Dict{{"trace_id", "t-1"}, {"hops", List{1, 2}}};
+  EXPECT_EQ(got.piggypayload, expected_piggy) << summarize(got.piggypayload);
+  node_b->close();
 }
 
 // A --count 0 server outlives its peers: two sender processes one after the other (the first
