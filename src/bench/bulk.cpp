@@ -43,36 +43,58 @@ void send_bulk(Comm& comm, const Peer& peer, ZeroPayloads& zeros, std::uint32_t 
 }
 
 BulkReceiver::BulkReceiver(Comm& comm, const Peer& peer, std::uint32_t tag, std::size_t expected_size,
-                           std::uint64_t count, Seconds timeout)
-    : state_(std::make_shared<State>()), count_(count) {
-  for (std::uint64_t i = 0; i < count; ++i) {
+                           std::uint64_t count, Seconds timeout, std::uint64_t window)
+    : comm_(comm),
+      peer_(peer),
+      tag_(tag),
+      expected_size_(expected_size),
+      count_(count),
+      timeout_(timeout),
+      window_(std::max<std::uint64_t>(window, 1)),
+      state_(std::make_shared<State>()) {
+  post(std::min(count_, window_));
+}
+
+void BulkReceiver::post(std::uint64_t n) {
+  for (std::uint64_t i = 0; i < n; ++i, ++posted_) {
     // The callback owns the state (the receiver may be gone when a late one fires), and the
     // future is dropped at once, so a received payload is freed as soon as it is counted.
-    comm.recv(peer, {.tag = tag, .timeout = timeout}).then([state = state_, expected_size](Result<Received> got) {
-      std::optional<std::string> problem;
-      if (got.ok()) {
-        const Value& v = got.value().value;
-        if (!v.is<Bytes>() || v.as<Bytes>().size() != expected_size)
-          problem = "bulk message is " + summarize(v) + ", expected " + std::to_string(expected_size) + " bytes";
-      }
-      {
-        std::lock_guard lock(state->mu);
-        if (got.ok() && !problem) ++state->received;
-        if (!got.ok() && !state->error) state->error = got.error();
-        if (problem && !state->problem) state->problem = std::move(problem);
-        ++state->finished;
-      }
-      state->cv.notify_all();
-    });
+    comm_.recv(peer_, {.tag = tag_, .timeout = timeout_})
+        .then([state = state_, expected_size = expected_size_](Result<Received> got) {
+          std::optional<std::string> problem;
+          if (got.ok()) {
+            const Value& v = got.value().value;
+            if (!v.is<Bytes>() || v.as<Bytes>().size() != expected_size)
+              problem = "bulk message is " + summarize(v) + ", expected " + std::to_string(expected_size) + " bytes";
+          }
+          {
+            std::lock_guard lock(state->mu);
+            if (!got.ok() && !state->error) state->error = got.error();
+            if (problem && !state->problem) state->problem = std::move(problem);
+            ++state->finished;
+          }
+          state->cv.notify_all();
+        });
   }
 }
 
 void BulkReceiver::wait() {
-  std::unique_lock lock(state_->mu);
-  // Every posted receive has its own timeout, so this wait ends.
-  state_->cv.wait(lock, [&] { return state_->finished == count_ || state_->error || state_->problem; });
-  if (state_->error) throw_error(*state_->error);
-  if (state_->problem) throw BenchProtocolError("benchmark protocol: " + *state_->problem);
+  for (;;) {
+    std::uint64_t finished = 0;
+    {
+      std::unique_lock lock(state_->mu);
+      // Wakes when the window has room for a refill, when all are in, or on a failure. Every
+      // posted receive has its own timeout, so this wait ends.
+      const std::uint64_t refill_at = posted_ < count_ ? posted_ - window_ / 2 : count_;
+      state_->cv.wait(lock, [&] { return state_->finished >= refill_at || state_->error || state_->problem; });
+      if (state_->error) throw_error(*state_->error);
+      if (state_->problem) throw BenchProtocolError("benchmark protocol: " + *state_->problem);
+      finished = state_->finished;
+    }
+    if (finished == count_) return;
+    // Top the window up again (outside the lock: recv() may complete inline on this thread).
+    post(std::min(count_ - posted_, window_ - (posted_ - finished)));
+  }
 }
 
 }  // namespace wcomm::bench

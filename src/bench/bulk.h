@@ -35,12 +35,15 @@ struct SendWindow {
 void send_bulk(Comm& comm, const Peer& peer, ZeroPayloads& zeros, std::uint32_t tag, std::size_t size,
                std::uint64_t count, Seconds timeout, SendWindow window = {});
 
-// Posts `count` receives on `tag` at once; each completion is counted (and its payload
-// dropped) on the loop thread, so nothing is copied or kept. wait() blocks for all of them.
+// Receives `count` frames on `tag`, keeping up to `window` receives posted; each completion
+// is counted (and its payload dropped) on the loop thread, so nothing is copied or kept.
+// Frames beyond the window wait in Comm's inbox (bounded; TCP pushes back past it).
 class BulkReceiver {
  public:
+  static constexpr std::uint64_t kDefaultWindow = 1024;
+
   BulkReceiver(Comm& comm, const Peer& peer, std::uint32_t tag, std::size_t expected_size, std::uint64_t count,
-               Seconds timeout);
+               Seconds timeout, std::uint64_t window = kDefaultWindow);
   // Returns when all messages arrived; throws the first failure (a timeout, a closed
   // connection, or a message that is not `expected_size` bytes).
   void wait();
@@ -49,13 +52,21 @@ class BulkReceiver {
   struct State {
     std::mutex mu;
     std::condition_variable cv;
-    std::uint64_t received = 0;
-    std::uint64_t finished = 0;  // received + failed
+    std::uint64_t finished = 0;  // completions, failed ones included
     std::optional<std::string> problem;
     std::optional<Error> error;
   };
-  std::shared_ptr<State> state_;
+  void post(std::uint64_t n);
+
+  Comm& comm_;
+  const Peer& peer_;
+  std::uint32_t tag_;
+  std::size_t expected_size_;
   std::uint64_t count_;
+  Seconds timeout_;
+  std::uint64_t window_;
+  std::uint64_t posted_ = 0;
+  std::shared_ptr<State> state_;
 };
 
 }  // namespace wcomm::bench

@@ -128,6 +128,11 @@ nlohmann::json Responder::run() {
       say(std::string("error: ") + e.what());
       control_.send(Dict{{"op", "error"}, {"message", e.what()}});
       continue;
+    } catch (const MessageTooLargeError& e) {
+      // A size over this node's limits (refused before anything was sent).
+      say(std::string("error: ") + e.what());
+      control_.send(Dict{{"op", "error"}, {"message", e.what()}});
+      continue;
     }
     if (!more) return final_report_;
   }

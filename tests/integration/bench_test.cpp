@@ -19,6 +19,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "bench/bulk.h"
 #include "bench/initiator.h"
 #include "bench/protocol.h"
 #include "bench/responder.h"
@@ -213,6 +214,25 @@ TEST(BenchEndToEnd, ResponderAnswersBadRequestsWithErrorAndGoesOn) {
     p.responder->close();
   }
   responder.join();
+}
+
+TEST(BenchBulk, ReceiverRefillsItsWindowAndSenderPipelines) {
+  Pair p = make_pair();
+  const Seconds timeout(30);
+  ZeroPayloads zeros;
+  // 50 frames through a window of 4 posted receives and at most 3 sends in flight.
+  BulkReceiver receiver(*p.responder, p.responder->peer("node-a"), kBulkTag, 1000, 50, timeout, 4);
+  send_bulk(*p.initiator, p.initiator->peer("node-b"), zeros, kBulkTag, 1000, 50, timeout,
+            SendWindow{.max_messages = 3, .max_bytes = 1 << 20});
+  EXPECT_NO_THROW(receiver.wait());
+  // A frame of another size is reported, not counted.
+  BulkReceiver strict(*p.responder, p.responder->peer("node-a"), kBulkTag, 1000, 1, timeout);
+  send_bulk(*p.initiator, p.initiator->peer("node-b"), zeros, kBulkTag, 999, 1, timeout);
+  EXPECT_THROW(strict.wait(), BenchProtocolError);
+  // Nothing left over: the next phase's receive gets the next frame.
+  BulkReceiver next(*p.responder, p.responder->peer("node-a"), kBulkTag, 0, 1, timeout);
+  send_bulk(*p.initiator, p.initiator->peer("node-b"), zeros, kBulkTag, 0, 1, timeout);
+  EXPECT_NO_THROW(next.wait());
 }
 
 // ---- the `wcomm bench` command, two processes ----
