@@ -24,7 +24,7 @@ using Seconds = std::chrono::duration<double>;
 // Per-operation options (V0.1's CommOptions).
 struct CommOptions {
   std::uint32_t tag = 0;
-  std::optional<Seconds> timeout;  // none: wait as long as it takes
+  std::optional<Seconds> timeout = {};  // none: wait as long as it takes
   bool wait_for_capacity = true;   // send: false fails at once with BackpressureError
 };
 
@@ -40,12 +40,8 @@ struct Received {
   std::uint64_t wire_bytes = 0;
 };
 
-struct CommSpec {
-  Peer local;                 // port 0: pick an ephemeral port (see Comm::port())
-  std::vector<Peer> peers;    // every remote node this node may talk to
-  std::string bind_host;      // empty: local.host
-  CommConfig config;
-};
+// Everything Comm::create needs: local node, peers, bind host, CommConfig (config.h).
+using CommSpec = NodeConfig;
 
 // Counters, mostly for tests and benchmarks. bytes_copied counts payload bytes wcomm copied
 // in user space (0 for tensors and bytes sent and received through the normal paths).
@@ -67,7 +63,6 @@ class Comm {
   // Binds the listening socket and starts the loop thread. Throws ConnectionFailedError when
   // the address cannot be bound, InvalidArgumentError for a bad spec or config.
   static std::shared_ptr<Comm> create(CommSpec spec);
-  static std::shared_ptr<Comm> create(const NodeConfig& config);
   ~Comm();
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;

@@ -46,12 +46,13 @@ struct Peer {
   friend bool operator==(const Peer&, const Peer&) = default;
 };
 
-// A node's whole configuration file.
+// A node's whole configuration: what a YAML node config holds, and what Comm::create takes
+// (comm.h calls it CommSpec).
 struct NodeConfig {
-  Peer local;
-  std::string bind_host;  // defaults to local.host
-  std::vector<Peer> peers;
-  CommConfig comm;
+  Peer local;                 // port 0: an ephemeral port (see Comm::port())
+  std::vector<Peer> peers = {};  // every remote node this node may talk to
+  std::string bind_host = {};    // empty: local.host
+  CommConfig comm = {};
 };
 
 // Loads a YAML node config (V0.1 schema). Throws InvalidArgumentError whose message names the

@@ -2,6 +2,7 @@
 #include "core_comm.h"
 
 #include <chrono>
+#include <thread>
 
 #include "config_bridge.h"
 #include "errors_bridge.h"
@@ -9,6 +10,19 @@
 #include "to_value.h"
 
 namespace wcomm::python {
+namespace {
+
+// The CommConfig inside a CommSpec, whichever name the spec gives it (`config`, or `comm` when
+// CommSpec is the NodeConfig of config.h).
+template <class Spec>
+CommConfig& spec_config(Spec& spec) {
+  if constexpr (requires { spec.comm; })
+    return spec.comm;
+  else
+    return spec.config;
+}
+
+}  // namespace
 
 CoreComm::CoreComm(py::tuple local, py::list peers, std::string bind_host, py::dict config, py::dict encoders,
                    py::dict decoders)
@@ -17,9 +31,9 @@ CoreComm::CoreComm(py::tuple local, py::list peers, std::string bind_host, py::d
   spec.local = peer_from_tuple(local);
   for (py::handle p : peers) spec.peers.push_back(peer_from_tuple(p));
   spec.bind_host = std::move(bind_host);
-  spec.config = config_from_dict(config);
-  allow_pickle_ = spec.config.allow_unsafe_pickle;
-  max_depth_ = static_cast<std::size_t>(spec.config.max_container_depth);
+  spec.comm = config_from_dict(config);
+  allow_pickle_ = spec.comm.allow_unsafe_pickle;
+  max_depth_ = static_cast<std::size_t>(spec.comm.max_container_depth);
   py::gil_scoped_release release;  // binds a socket and starts the loop thread
   comm_ = Comm::create(std::move(spec));
 }
@@ -39,7 +53,7 @@ CommOptions CoreComm::options(std::uint32_t tag, std::optional<double> timeout, 
 }
 
 py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
-                         std::optional<double> timeout, bool wait_for_capacity) {
+                         std::optional<double> timeout, bool wait_for_capacity, int spin_us) {
   const Peer& dst = comm_->peer(peer);
   EncodeContext ctx;
   ctx.encoders = encoders_;
@@ -52,10 +66,24 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
   {
     py::gil_scoped_release release;
     future = comm_->send(std::move(value), dst, std::move(piggy), options(tag, timeout, wait_for_capacity));
+    // The loop thread usually writes a small message within microseconds; catching that here
+    // saves a trip through the completion queue and a wake-up of the asyncio loop.
+    if (spin_us > 0) {
+      auto deadline = std::chrono::steady_clock::now() + std::chrono::microseconds(spin_us);
+      while (!future.ready() && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+    }
+  }
+  if (future.ready()) {
+    Result<SendResult>& r = future.wait();
+    if (!r.ok()) {
+      PyErr_SetObject(error_class(r.error().code).ptr(), make_exception(r.error()).ptr());
+      throw py::error_already_set();
+    }
+    return py::make_tuple(0, py::none(), py::make_tuple(r.value().message_id, r.value().wire_bytes));
   }
   ops_.emplace(op_id, Op{[future]() mutable { future.cancel(); }, TensorMode::kAuto});
   future.then([queue = queue_, op_id](Result<SendResult> r) { queue->push({op_id, std::move(r)}); });
-  return py::make_tuple(op_id, ctx.keepalive.empty() ? py::object(py::none()) : py::object(ctx.keepalive));
+  return py::make_tuple(op_id, ctx.keepalive.empty() ? py::object(py::none()) : py::object(ctx.keepalive), py::none());
 }
 
 std::uint64_t CoreComm::recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout,
@@ -117,6 +145,11 @@ py::list CoreComm::drain() {
     PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), item.release().ptr());
   }
   return out;
+}
+
+bool CoreComm::spin(int spin_us) {
+  py::gil_scoped_release release;
+  return queue_->spin_until_nonempty(std::chrono::microseconds(spin_us));
 }
 
 py::tuple CoreComm::peer(const std::string& node_id) const { return peer_to_tuple(comm_->peer(node_id)); }

@@ -61,12 +61,8 @@ void Comm::Impl::close_from_loop() {
 
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-std::shared_ptr<Comm> Comm::create(const NodeConfig& config) {
-  return create(CommSpec{config.local, config.peers, config.bind_host, config.comm});
-}
-
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
-  spec.config.validate();
+  spec.comm.validate();
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
   auto impl = std::make_shared<Impl>(std::move(spec));
@@ -135,18 +131,18 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
   message->id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
   {
     CodecOptions codec;
-    codec.limits = &impl_->spec.config;
+    codec.limits = &impl_->spec.comm;
     codec.registry = &impl_->registry;
     std::shared_lock lock(impl_->codec_mutex);
     auto encoded = encode_data(value, piggypayload, options.tag, message->id, codec);
     if (!encoded) return ready_future<SendResult>(encoded.error(), post);
     message->frame = std::move(encoded).value();
   }
-  if (message->bytes() > impl_->spec.config.max_peer_queued_bytes)
+  if (message->bytes() > impl_->spec.comm.max_peer_queued_bytes)
     return ready_future<SendResult>(
         Error{ErrorCode::kMessageTooLarge, "message of " + std::to_string(message->bytes()) +
                                                " bytes can never fit the send queue (max_peer_queued_bytes=" +
-                                               std::to_string(impl_->spec.config.max_peer_queued_bytes) + ")"},
+                                               std::to_string(impl_->spec.comm.max_peer_queued_bytes) + ")"},
         post);
   message->promise = Promise<SendResult>(post);
   Future<SendResult> future = message->promise.future();

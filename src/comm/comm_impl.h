@@ -181,7 +181,7 @@ struct Comm::Impl {
   } stats;
 
   Poster poster();
-  transport::TcpOptions tcp_options() const { return {spec.config.tcp_nodelay}; }
+  transport::TcpOptions tcp_options() const { return {spec.comm.tcp_nodelay}; }
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Stream> stream);
   void close_from_loop();

@@ -41,7 +41,7 @@ void Connection::read_header(std::function<void(const FrameHeader&)> next) {
                         if (self->failed_) return;
                         if (ec) return self->fail(self->read_error(ec, "frame header"), false);
                         self->frame_in_progress_ = true;
-                        auto header = parse_header(self->header_, self->impl_.spec.config);
+                        auto header = parse_header(self->header_, self->impl_.spec.comm);
                         if (!header) return self->fail(header.error(), false);
                         next(header.value());
                       });
@@ -92,7 +92,7 @@ void Connection::handshake_as_acceptor(std::function<void(std::optional<Error>)>
   handshake_done_ = std::move(done);
   // A connection that never says HELLO must not hold resources for ever.
   handshake_timer_.emplace(impl_.io, std::chrono::duration_cast<Clock::duration>(
-                                         Seconds(impl_.spec.config.connect_timeout_s)));
+                                         Seconds(impl_.spec.comm.connect_timeout_s)));
   handshake_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
     auto self = weak.lock();
     if (!ec && self && !self->established_ && !self->failed_)
@@ -167,7 +167,7 @@ void Connection::on_data_manifest(const FrameHeader& header) {
   std::size_t next_into = 0;
   std::optional<std::string> into_mismatch;
   CodecOptions options;
-  options.limits = &impl_.spec.config;
+  options.limits = &impl_.spec.comm;
   options.registry = &impl_.registry;
   std::shared_lock codec_lock(impl_.codec_mutex);
   options.allocate = [&](const SegmentSpec& spec) -> Result<Buffer> {

@@ -33,10 +33,10 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
     : impl_(impl),
       peer_(std::move(peer)),
-      pacer_(impl.spec.config.egress_rate_bytes_per_second, impl.spec.config.egress_burst_bytes) {}
+      pacer_(impl.spec.comm.egress_rate_bytes_per_second, impl.spec.comm.egress_burst_bytes) {}
 
 bool PeerState::has_capacity_for(std::uint64_t bytes) const {
-  const CommConfig& c = impl_.spec.config;
+  const CommConfig& c = impl_.spec.comm;
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
 }
 
@@ -54,7 +54,7 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
   }
   if (capacity_waiters_.empty() && has_capacity_for(message->bytes())) return admit(message);
   if (!options.wait_for_capacity) {
-    const CommConfig& c = impl_.spec.config;
+    const CommConfig& c = impl_.spec.comm;
     message->promise.complete(Error{
         ErrorCode::kBackpressure,
         "send queue to '" + peer_.node_id + "' is full (" + std::to_string(queued_messages_) + " messages, " +
@@ -150,7 +150,7 @@ void PeerState::write_paced(std::shared_ptr<OutMessage> message, std::uint64_t o
   if (active_ != message || !active_connection_) return;
   std::uint64_t total = message->bytes();
   if (offset >= total) return finish_active({});
-  std::uint64_t quantum = std::min(impl_.spec.config.egress_quantum_bytes, total - offset);
+  std::uint64_t quantum = std::min(impl_.spec.comm.egress_quantum_bytes, total - offset);
   auto delay = pacer_.delay_for(quantum);
   if (delay > Clock::duration::zero()) {
     pacer_timer_.emplace(impl_.io, delay);
@@ -212,7 +212,7 @@ void PeerState::fail_sends(const Error& error) {
 void PeerState::ensure_connection() {
   if (!connections_.empty() || dialing_ || closed_) return;
   dialing_ = true;
-  dial(Clock::now() + to_duration(Seconds(impl_.spec.config.connect_timeout_s)), std::chrono::milliseconds(10));
+  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)), std::chrono::milliseconds(10));
 }
 
 void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff) {
@@ -227,7 +227,7 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
             if (!connections_.empty()) return pump();  // the peer dialled us meanwhile
             fail_sends({ErrorCode::kConnectionFailed,
                         "could not connect to '" + peer_.node_id + "' at " + peer_.host + ":" +
-                            std::to_string(peer_.port) + " within " + seconds_text(impl_.spec.config.connect_timeout_s) +
+                            std::to_string(peer_.port) + " within " + seconds_text(impl_.spec.comm.connect_timeout_s) +
                             " s (connect_timeout_s): " + why});
             return;
           }
@@ -390,7 +390,7 @@ void PeerState::deliver(std::uint32_t tag, Received message) {
 }
 
 bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
-  const CommConfig& c = impl_.spec.config;
+  const CommConfig& c = impl_.spec.comm;
   if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
     return false;
   paused_.push_back(connection);
@@ -398,7 +398,7 @@ bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
 }
 
 void PeerState::resume_paused() {
-  const CommConfig& c = impl_.spec.config;
+  const CommConfig& c = impl_.spec.comm;
   if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
       unreceived_bytes_ >= c.max_peer_unreceived_bytes)
     return;
