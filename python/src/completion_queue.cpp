@@ -8,6 +8,7 @@
 #include <cstring>
 #include <stdexcept>
 #include <string>
+#include <thread>
 
 namespace wcomm::python {
 
@@ -26,6 +27,7 @@ void CompletionQueue::push(Completion completion) {
     std::lock_guard lock(mu_);
     was_empty = items_.empty();
     items_.push_back(std::move(completion));
+    nonempty_.store(true, std::memory_order_release);
   }
   if (was_empty) {
     std::uint64_t one = 1;
@@ -41,7 +43,17 @@ std::vector<Completion> CompletionQueue::take() {
   std::vector<Completion> out;
   std::lock_guard lock(mu_);
   out.swap(items_);
+  nonempty_.store(false, std::memory_order_relaxed);
   return out;
+}
+
+bool CompletionQueue::spin_until_nonempty(std::chrono::microseconds limit) const {
+  auto deadline = std::chrono::steady_clock::now() + limit;
+  while (!nonempty_.load(std::memory_order_acquire)) {
+    if (std::chrono::steady_clock::now() >= deadline) return false;
+    std::this_thread::yield();
+  }
+  return true;
 }
 
 }  // namespace wcomm::python

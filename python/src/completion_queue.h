@@ -3,6 +3,8 @@
 // here, so it never needs the GIL; Python drains the whole queue in one call.
 #pragma once
 
+#include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <mutex>
 #include <variant>
@@ -35,10 +37,16 @@ class CompletionQueue {
   // push that races with it either lands in this batch or signals again.
   std::vector<Completion> take();
 
+  // Waits, spinning (no sleep), up to `limit` for a completion to be queued; true if one is.
+  // Lets a caller that expects a completion within microseconds skip the wake-up of a sleeping
+  // event loop.
+  bool spin_until_nonempty(std::chrono::microseconds limit) const;
+
  private:
   int fd_ = -1;
   std::mutex mu_;
   std::vector<Completion> items_;
+  std::atomic<bool> nonempty_{false};  // items_ is non-empty (read without the lock)
 };
 
 }  // namespace wcomm::python

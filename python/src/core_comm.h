@@ -35,10 +35,12 @@ class CoreComm {
   int fd() const { return queue_->fd(); }
   std::uint16_t port() const { return comm_->port(); }
 
-  // Starts a send; returns (op_id, keepalive): the objects whose memory the message borrows,
-  // to be held until the op's completion is drained.
+  // Starts a send and waits up to spin_us (GIL released) for it to complete. Returns
+  // (0, None, (message_id, wire_bytes)) if it did (or raises its error), else
+  // (op_id, keepalive, None): keepalive holds the objects whose memory the message borrows,
+  // to be kept until the op's completion is drained.
   py::tuple send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
-                 std::optional<double> timeout, bool wait_for_capacity);
+                 std::optional<double> timeout, bool wait_for_capacity, int spin_us);
   std::uint64_t recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout, int tensor_mode);
   // Asks the core to cancel an op still in flight (its completion still arrives: cancelled, or
   // the result that beat the cancel).
@@ -46,6 +48,8 @@ class CoreComm {
   // Every completion so far: [(op_id, ok, payload)], payload being (message_id, wire_bytes)
   // for a send, (value, piggypayload, message_id, wire_bytes) for a recv, or the exception.
   py::list drain();
+  // Waits up to spin_us (GIL released, spinning) for a completion; true if one is queued.
+  bool spin(int spin_us);
 
   py::tuple peer(const std::string& node_id) const;
   py::list peers() const;

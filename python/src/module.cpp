@@ -52,10 +52,11 @@ PYBIND11_MODULE(_core, m) {
       .def("fd", &CoreComm::fd)
       .def_property_readonly("port", &CoreComm::port)
       .def("send", &CoreComm::send, py::arg("obj"), py::arg("peer"), py::arg("piggypayload"), py::arg("tag"),
-           py::arg("timeout"), py::arg("wait_for_capacity"))
+           py::arg("timeout"), py::arg("wait_for_capacity"), py::arg("spin_us"))
       .def("recv", &CoreComm::recv, py::arg("peer"), py::arg("tag"), py::arg("timeout"), py::arg("tensor_mode"))
       .def("cancel", &CoreComm::cancel, py::arg("op_id"))
       .def("drain", &CoreComm::drain)
+      .def("spin", &CoreComm::spin, py::arg("spin_us"))
       .def("peer", &CoreComm::peer, py::arg("node_id"))
       .def("peers", &CoreComm::peers)
       .def("register_type", &CoreComm::register_type, py::arg("kind"), py::arg("type_id"), py::arg("version"))

@@ -357,7 +357,7 @@ def wait_until_received(comm, count, limit_s=10.0):
 
 def send_without_yielding(comm, obj, peer):
     """Starts a send without giving the event loop a turn (so no completion is drained)."""
-    comm._core.send(obj, peer.node_id, None, 0, None, True)
+    comm._core.send(obj, peer.node_id, None, 0, None, True, 0)
 
 
 def test_recv_cancelled_after_its_message_arrived_loses_nothing():
