@@ -151,7 +151,7 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
       if (auto m = weak.lock()) state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
     });
   });
-  asio::post(impl_->io, [state, message = std::move(message), options] { state->submit_send(message, options); });
+  state->send_from_caller(std::move(message), options);
   return future;
 }
 

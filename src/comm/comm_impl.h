@@ -8,6 +8,7 @@
 #include <cstdint>
 #include <deque>
 #include <map>
+#include <mutex>
 #include <memory>
 #include <optional>
 #include <set>
@@ -39,6 +40,8 @@ struct OutMessage {
   State state = State::kWaitingForCapacity;
   std::optional<asio::steady_timer> timer;
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
+  std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
+  std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
   std::uint64_t bytes() const { return frame.wire_bytes(); }
   std::vector<asio::const_buffer> gather() const;
 };
@@ -67,6 +70,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void resume_reading();    // after a pause for the inbound bound
   void write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done);
   bool writing() const { return writing_; }
+  // Any thread, under PeerState's inline mutex: see PeerState::send_from_caller.
+  std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
+    return stream_->try_write(buffers, ec);
+  }
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
   void fail(const Error& error, bool local);
   void send_close_and_stop();
@@ -103,6 +110,13 @@ class PeerState {
   PeerState(Comm::Impl& impl, Peer peer);
   const Peer& peer() const { return peer_; }
 
+  // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
+  // the frame is written right here, with no hop to the loop; otherwise, or for what the
+  // kernel did not take at once, the message goes to the loop in FIFO order.
+  Future<SendResult> send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options);
+  // Loop: no more writes from callers' threads until the peer is idle again.
+  void disable_inline();
+  void refresh_inline();
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
@@ -123,9 +137,12 @@ class PeerState {
   void admit_waiting();
   void admit(const std::shared_ptr<OutMessage>& message);
   void release(OutMessage& message);
-  void pump();
+  void pump();  // starts the next write if possible, then re-decides the fast path
+  void pump_queue();
   void finish_active(std::error_code ec);
   void write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset);
+  void continue_inline_write(const std::shared_ptr<OutMessage>& message);
+
   void ensure_connection();
   void dial(Clock::time_point deadline, std::chrono::milliseconds backoff);
   void fail_sends(const Error& error);
@@ -147,6 +164,12 @@ class PeerState {
   std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
   std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
+  // Fast path shared with callers' threads. inline_connection_ is set only while the peer is
+  // idle; callers write on it holding inline_mutex_, and the loop clears it (taking the
+  // mutex, so waiting out a caller's write) before it writes or closes anything itself.
+  std::mutex inline_mutex_;
+  std::shared_ptr<Connection> inline_connection_;
+  std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
   // Receive side.
   std::unordered_map<std::uint32_t, std::deque<Received>> inbox_;
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;

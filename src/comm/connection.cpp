@@ -231,6 +231,7 @@ void Connection::write(std::vector<asio::const_buffer> buffers, std::function<vo
                                                                                                std::size_t) {
     self->writing_ = false;
     done(ec);
+    if (self->established_ && !self->failed_) self->peer_->refresh_inline();
   });
 }
 
@@ -238,6 +239,7 @@ void Connection::fail(const Error& error, bool local) {
   if (failed_) return;
   failed_ = true;
   handshake_timer_.reset();
+  if (established_) peer_->disable_inline();  // no caller may be writing when the fd closes
   stream_->close();
   if (!local && error.code == ErrorCode::kProtocol)
     spdlog::warn("wcomm[{}]: dropping {}: {}", impl_.spec.local.node_id, stream_->describe(), error.message);

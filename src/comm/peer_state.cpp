@@ -40,7 +40,78 @@ bool PeerState::has_capacity_for(std::uint64_t bytes) const {
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
 }
 
+Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options) {
+  Future<SendResult> future = message->promise.future();
+  std::unique_lock lock(inline_mutex_);
+  if (inline_connection_ && posted_sends_ == 0) {
+    std::error_code ec;
+    std::size_t written = inline_connection_->try_write(message->gather(), ec);
+    if (written == message->bytes()) {
+      lock.unlock();
+      impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
+      impl_.stats.wire_bytes_sent.fetch_add(written, std::memory_order_relaxed);
+      message->frame.segments.clear();
+      message->promise.complete(SendResult{message->id, written});  // no callback can be set yet
+      return future;
+    }
+    if (written > 0) {  // the rest of this frame must follow on the same connection, first
+      message->written_inline = written;
+      message->inline_connection = inline_connection_;
+    }
+    inline_connection_.reset();
+  }
+  posted_sends_ += 1;  // posted under the mutex, so messages reach the loop in call order
+  asio::post(impl_.io, [this, message = std::move(message), options] {
+    submit_send(message, options);
+    {
+      std::lock_guard guard(inline_mutex_);
+      posted_sends_ -= 1;
+    }
+    refresh_inline();
+  });
+  return future;
+}
+
+void PeerState::disable_inline() {
+  std::lock_guard lock(inline_mutex_);  // waits out a caller's write in progress
+  inline_connection_.reset();
+}
+
+void PeerState::refresh_inline() {
+  std::shared_ptr<Connection> idle_connection;
+  Connection* send = send_connection();
+  if (!closed_ && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
+      !send->writing()) {
+    for (const auto& c : connections_)
+      if (c.get() == send) idle_connection = c;
+  }
+  std::lock_guard lock(inline_mutex_);
+  inline_connection_ = posted_sends_ == 0 ? std::move(idle_connection) : nullptr;
+}
+
+void PeerState::continue_inline_write(const std::shared_ptr<OutMessage>& message) {
+  auto connection = std::move(message->inline_connection);
+  message->state = OutMessage::State::kActive;
+  queued_messages_ += 1;
+  queued_bytes_ += message->bytes();
+  bool alive = std::find(connections_.begin(), connections_.end(), connection) != connections_.end();
+  if (active_ || !alive) {
+    // The partial frame's connection is gone (or busy, which the idle rule excludes).
+    active_ = message;
+    active_connection_ = nullptr;
+    return finish_active(asio::error::connection_reset);
+  }
+  active_ = message;
+  active_connection_ = connection.get();
+  std::uint64_t offset = message->written_inline;
+  connection->write(slice_buffers(message->gather(), offset, message->bytes() - offset),
+                    [this, message](std::error_code ec) {
+                      if (active_ == message) finish_active(ec);
+                    });
+}
+
 void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
+  disable_inline();  // the loop may write from here on
   if (closed_) {
     message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
     return;
@@ -52,6 +123,7 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
       if (!ec && m) cancel_send(m, timeout_error("send", peer_, timeout));
     });
   }
+  if (message->written_inline > 0) return continue_inline_write(message);
   if (capacity_waiters_.empty() && has_capacity_for(message->bytes())) return admit(message);
   if (!options.wait_for_capacity) {
     const CommConfig& c = impl_.spec.comm;
@@ -130,6 +202,11 @@ Connection* PeerState::send_connection() const {
 }
 
 void PeerState::pump() {
+  pump_queue();
+  refresh_inline();
+}
+
+void PeerState::pump_queue() {
   if (active_ || closed_) return;
   Connection* connection = send_connection();
   if (!connection || connection->writing()) return;
@@ -409,6 +486,7 @@ void PeerState::resume_paused() {
 
 void PeerState::close_all(const Error& error) {
   if (closed_) return;
+  disable_inline();
   closed_ = true;
   backoff_timer_.reset();
   pacer_timer_.reset();

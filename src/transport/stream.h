@@ -22,6 +22,9 @@ class Stream {
   virtual void async_read(std::vector<asio::mutable_buffer> buffers, IoHandler handler) = 0;
   // Writes every byte of buffers as one gather write (or fails). One write may be outstanding.
   virtual void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) = 0;
+  // Non-blocking gather write from any thread, with no async_write outstanding: writes what
+  // the kernel takes now and returns how many bytes that was (ec set on a broken stream).
+  virtual std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) = 0;
   // Best-effort non-blocking write of a small frame (CLOSE) with nothing else outstanding.
   virtual void try_write_now(const void* data, std::size_t size) = 0;
   // Cancels outstanding operations (their handlers see asio::error::operation_aborted).

@@ -2,6 +2,9 @@
 #include "transport/tcp.h"
 
 #include <sys/socket.h>
+#include <sys/uio.h>
+
+#include <cerrno>
 
 #include <memory>
 #include <utility>
@@ -31,6 +34,33 @@ class TcpStream final : public Stream {
   }
   void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) override {
     asio::async_write(socket_, std::move(buffers), TransferAllInLargeSteps{}, std::move(handler));
+  }
+  std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) override {
+    std::size_t total = 0, skip = 0;
+    while (true) {
+      iovec iov[64];
+      std::size_t n = 0, offset = skip;
+      for (const auto& b : buffers) {
+        if (n == 64) break;
+        if (offset >= b.size()) {
+          offset -= b.size();
+          continue;
+        }
+        iov[n++] = {const_cast<char*>(static_cast<const char*>(b.data())) + offset, b.size() - offset};
+        offset = 0;
+      }
+      if (n == 0) return total;
+      msghdr msg{};
+      msg.msg_iov = iov;
+      msg.msg_iovlen = n;
+      ssize_t sent = ::sendmsg(socket_.native_handle(), &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+      if (sent < 0) {
+        if (errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) ec = std::error_code(errno, std::system_category());
+        return total;
+      }
+      total += static_cast<std::size_t>(sent);
+      skip += static_cast<std::size_t>(sent);
+    }
   }
   void try_write_now(const void* data, std::size_t size) override {
     if (socket_.is_open()) ::send(socket_.native_handle(), data, size, MSG_DONTWAIT | MSG_NOSIGNAL);

@@ -154,6 +154,44 @@ TEST(CommSendRecv, TensorDictZeroCopy) {
   EXPECT_EQ(p.a->stats().bytes_copied + p.b->stats().bytes_copied, 0u);
 }
 
+TEST(CommSendRecv, LargeFrameStartedOnCallerThreadFinishesFirstInOrder) {
+  // An idle peer's send is written on the caller's thread; a frame larger than the socket
+  // buffers is finished by the loop before the messages sent after it.
+  auto p = make_pair();
+  const Peer& b = p.a->peer("node-b");
+  wait_value(p.a->send(Value("warm-up"), b));  // connection up, peer idle
+  Tensor big = Tensor::empty(DType::kInt32, {8 << 20});  // 32 MiB
+  for (std::size_t i = 0; i < big.numel(); ++i) big.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i);
+  auto f1 = p.a->send(big, b);
+  auto f2 = p.a->send(Value("after"), b);
+  wait_value(std::move(f1));
+  wait_value(std::move(f2));
+  const Peer& a = p.b->peer("node-a");
+  EXPECT_EQ(wait_value(p.b->recv(a)).value, Value("warm-up"));
+  EXPECT_EQ(wait_value(p.b->recv(a)).value, Value(big));
+  EXPECT_EQ(wait_value(p.b->recv(a)).value, Value("after"));
+}
+
+TEST(CommSendRecv, ConcurrentSendersKeepEachThreadsOrder) {
+  auto p = make_pair();
+  const Peer& b = p.a->peer("node-b");
+  constexpr int kThreads = 4, kEach = 200;
+  std::vector<std::thread> threads;
+  for (int t = 0; t < kThreads; ++t)
+    threads.emplace_back([&, t] {
+      for (int i = 0; i < kEach; ++i) p.a->send(List{t, i}, b, {}, {.tag = 9}).get();
+    });
+  std::vector<int> next(kThreads, 0);
+  for (int n = 0; n < kThreads * kEach; ++n) {
+    auto got = wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 9}));
+    const auto& items = got.value.as<List>().items;
+    int t = static_cast<int>(items[0].as<std::int64_t>());
+    EXPECT_EQ(items[1], Value(next[t]));
+    next[t] += 1;
+  }
+  for (auto& th : threads) th.join();
+}
+
 TEST(CommSendRecv, RecvIntoCallerTensors) {
   auto p = make_pair();
   Tensor src = Tensor::empty(DType::kInt32, {1000});
