@@ -401,3 +401,28 @@ def test_many_concurrent_operations_resolve_in_batches_without_threads():
         assert threading.active_count() == threads_before  # no Python-level polling thread
         await closing(a, b)
     run(body())
+
+
+def test_completions_through_the_eventfd_alone(monkeypatch):
+    import wireless_comm.comm as comm_module
+    # Without the short spins every completion goes through the eventfd and asyncio's reader.
+    monkeypatch.setattr(comm_module, "_SEND_SPIN_US", 0)
+    monkeypatch.setattr(comm_module, "_RECV_SPIN_US", 0)
+
+    async def body():
+        a, b = await make_pair()
+        src, dst = b.peer("node-a"), a.peer("node-b")
+        for i in range(20):
+            await a.send(i, dst)
+            assert (await b.recv(src))[0] == i
+            await b.send(-i, src)
+            assert (await a.recv(dst))[0] == -i
+        pending = asyncio.create_task(b.recv(src))
+        await asyncio.sleep(0)
+        pending.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await pending
+        await a.send("after", dst)
+        assert (await b.recv(src))[0] == "after"
+        await closing(a, b)
+    run(body())
