@@ -117,6 +117,7 @@ class PeerState {
   // Loop: no more writes from callers' threads until the peer is idle again.
   void disable_inline();
   void refresh_inline();
+  void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
@@ -137,7 +138,6 @@ class PeerState {
   void admit_waiting();
   void admit(const std::shared_ptr<OutMessage>& message);
   void release(OutMessage& message);
-  void pump();  // starts the next write if possible, then re-decides the fast path
   void pump_queue();
   void finish_active(std::error_code ec);
   void write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset);

@@ -231,7 +231,8 @@ void Connection::write(std::vector<asio::const_buffer> buffers, std::function<vo
                                                                                                std::size_t) {
     self->writing_ = false;
     done(ec);
-    if (self->established_ && !self->failed_) self->peer_->refresh_inline();
+    // A write that was not the peer's (HELLO_ACK) may have held up its queue.
+    if (self->established_ && !self->failed_) self->peer_->pump();
   });
 }
 
