@@ -4,7 +4,8 @@
 
 namespace wcomm::tools {
 
-int run_node(int argc, char** argv);   // wcomm node: the V0.1 node CLI (send / recv / echo)
-int run_bench(int argc, char** argv);  // wcomm bench: responder / initiator
+int run_node(int argc, char** argv);    // wcomm node: the V0.1 node CLI (send / recv / echo)
+int run_bench(int argc, char** argv);   // wcomm bench: responder / initiator
+int run_report(int argc, char** argv);  // wcomm report: a bench report as an HTML page with SVG plots
 
 }  // namespace wcomm::tools

@@ -12,7 +12,8 @@ void print_usage() {
                "usage: wcomm <command> [options]\n\n"
                "commands:\n"
                "  node    run a node: send, recv or echo messages (wcomm node --help)\n"
-               "  bench   benchmark a link between two nodes (wcomm bench --help)\n");
+               "  bench   benchmark a link between two nodes (wcomm bench --help)\n"
+               "  report  render a bench report as an HTML page (wcomm report RUN.json -o RUN.html)\n");
 }
 
 }  // namespace
@@ -25,6 +26,7 @@ int main(int argc, char** argv) {
   std::string_view command = argv[1];
   if (command == "node") return wcomm::tools::run_node(argc - 1, argv + 1);
   if (command == "bench") return wcomm::tools::run_bench(argc - 1, argv + 1);
+  if (command == "report") return wcomm::tools::run_report(argc - 1, argv + 1);
   std::fprintf(stderr, "wcomm: unknown command '%s'\n\n", argv[1]);
   print_usage();
   return 2;
