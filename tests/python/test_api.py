@@ -157,3 +157,15 @@ def test_bind_failure_is_connection_failed():
             await Comm.create(local=Peer("b", "127.0.0.1", port), peers=[])
         await first.close()
     run(body())
+
+
+def test_type_stubs_describe_the_extension():
+    import ast
+    stub_path = os.path.join(os.path.dirname(wireless_comm.__file__), "_core.pyi")
+    tree = ast.parse(open(stub_path).read())
+    comm = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Comm")
+    stubbed = {f.name for f in comm.body if isinstance(f, ast.FunctionDef)} - {"__init__"}
+    assert stubbed == {n for n in dir(_core.Comm) if not n.startswith("_")}
+    functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
+    assert functions == {n for n in dir(_core) if not n.startswith("_") and callable(getattr(_core, n))} - {"Comm"}
+    assert os.path.exists(os.path.join(os.path.dirname(wireless_comm.__file__), "py.typed"))
