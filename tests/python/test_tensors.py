@@ -221,4 +221,4 @@ def test_other_threads_run_during_a_200_mib_transfer():
     print(f"ticker: {idle_rate:.0f}/s idle, {rate:.0f}/s during the {end - start:.2f} s transfer, "
           f"longest pause {max(gaps, default=0) * 1e3:.1f} ms")
     assert rate >= 0.1 * idle_rate, (rate, idle_rate, end - start)
-    assert max(gaps, default=0) < max(0.1, (end - start) / 3), max(gaps)
+    assert max(gaps, default=0) < max(0.25, (end - start) / 3), max(gaps)
