@@ -176,6 +176,7 @@ class PeerState {
   std::uint64_t unreceived_bytes_ = 0;
   std::uint64_t unreceived_messages_ = 0;
   std::vector<std::shared_ptr<Connection>> paused_;
+  std::optional<Error> unreported_error_;  // a refused frame's error that no recv has seen yet
   bool closed_ = false;
 };
 

@@ -353,12 +353,14 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   }
   if (!local) fail_sends(error);
   // Operations waiting on this peer learn that its connection went away.
+  bool told_someone = false;
   if (connections_.empty() || !local) {
     for (auto& [tag, queue] : waiters_) {
       for (auto& w : queue) {
         if (w->done || w->claimed) continue;
         w->done = true;
         w->timer.reset();
+        told_someone = true;
         w->promise.complete(Error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
                                       ? ErrorCode::kConnectionClosed
                                       : error.code,
@@ -367,6 +369,9 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
       std::erase_if(queue, [](auto& w) { return w->done; });
     }
   }
+  // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
+  // the next recv on this peer that finds nothing queued reports it.
+  if (!local && !told_someone && error.code != ErrorCode::kConnectionClosed) unreported_error_ = error;
   if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
   pump();
 }
@@ -410,6 +415,13 @@ void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOption
     }
     waiter->promise.complete(std::move(message));
     resume_paused();
+    return;
+  }
+  if (unreported_error_) {
+    waiter->done = true;
+    Error error = std::move(*unreported_error_);
+    unreported_error_.reset();
+    waiter->promise.complete(Error{error.code, "earlier, while nothing was waiting: " + error.message});
     return;
   }
   if (options.timeout) {

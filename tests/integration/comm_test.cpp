@@ -315,6 +315,21 @@ TEST(CommFailures, PeerClosingMidFrameFailsEveryWaiter) {
   EXPECT_EQ(wait_value(p.b->recv(a_seen_by_b)).value, Value("back"));
 }
 
+TEST(CommFailures, RefusedFrameWithNobodyWaitingIsReportedToTheNextRecv) {
+  auto p = make_pair();
+  p.a->register_record("only.on.a", 1);
+  wait_value(p.a->send(Record{"only.on.a", 1, {{"x", 1}}}, p.a->peer("node-b")));
+  // node-b refuses the frame (unknown type) and drops the connection; no recv was waiting.
+  auto r = wait_result(p.b->recv(p.b->peer("node-a"), {.timeout = 5s}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnknownCodec);
+  EXPECT_NE(r.error().message.find("only.on.a"), std::string::npos) << r.error().message;
+  // Reported once; the peers talk again afterwards (node-b dials a fresh connection).
+  EXPECT_EQ(wait_result(p.b->recv(p.b->peer("node-a"), {.timeout = 0.1s})).error().code, ErrorCode::kOperationTimeout);
+  wait_value(p.b->send(Value("next"), p.b->peer("node-a")));
+  EXPECT_EQ(wait_value(p.a->recv(p.a->peer("node-b"))).value, Value("next"));
+}
+
 TEST(CommFailures, GarbageIsRejectedWhileOtherPeersAreServed) {
   auto p = make_pair();
   RawClient raw(p.b->port());
