@@ -5,7 +5,7 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-echo "== build (RelWithDebInfo)"
+echo "== build (Release)"
 bash scripts/build.sh build
 echo "== ctest"
 (cd build && ctest --output-on-failure -j2 --timeout 300)
