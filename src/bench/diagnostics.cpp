@@ -70,7 +70,8 @@ std::string interface_for_peer(const std::string& peer_host, const CommandOption
   if (peer_host.empty()) return {};
   const json route = run_command({"ip", "route", "get", peer_host}, options);
   if (route["returncode"] != 0) return {};
-  const auto fields = split_fields(route["stdout"].get<std::string>());
+  const std::string text = route["stdout"].get<std::string>();  // the fields are views into it
+  const auto fields = split_fields(text);
   for (std::size_t i = 0; i + 1 < fields.size(); ++i) {
     if (fields[i] == "dev") return std::string(fields[i + 1]);
   }

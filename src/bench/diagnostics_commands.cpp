@@ -13,6 +13,7 @@
 #include <cerrno>
 #include <cstdlib>
 #include <cstring>
+#include <thread>
 
 #include "bench/diagnostics_text.h"
 
@@ -205,15 +206,30 @@ nlohmann::json run_command(const std::vector<std::string>& argv, const CommandOp
       if (fds[i].revents != 0) read_available(*owners[i], options.max_output_bytes);
     }
   }
-  if (timed_out) ::kill(-pid, SIGKILL);
   if (out.fd >= 0) ::close(out.fd);
   if (err.fd >= 0) ::close(err.fd);
 
+  // Both streams are closed, but a tool may close them and keep running: the deadline holds
+  // for its exit too.
   int status = 0;
-  pid_t waited = -1;
-  do {
-    waited = ::waitpid(pid, &status, 0);
-  } while (waited < 0 && errno == EINTR);
+  pid_t waited = 0;
+  auto pause = std::chrono::microseconds(200);
+  while (!timed_out) {
+    waited = ::waitpid(pid, &status, WNOHANG);
+    if (waited != 0 && !(waited < 0 && errno == EINTR)) break;
+    if (SteadyClock::now() >= deadline) {
+      timed_out = true;
+      break;
+    }
+    std::this_thread::sleep_for(pause);
+    pause = std::min(pause * 2, std::chrono::microseconds(20000));
+  }
+  if (timed_out) {
+    ::kill(-pid, SIGKILL);
+    do {
+      waited = ::waitpid(pid, &status, 0);
+    } while (waited < 0 && errno == EINTR);
+  }
 
   std::string stderr_text = err.data;
   nlohmann::json returncode = nullptr;

@@ -150,6 +150,17 @@ TEST(DiagnosticsCommands, TimeoutKillsTheToolAndItsChildren) {
   EXPECT_NE(result["stderr"].get<std::string>().find("timed out after 0.2 s"), std::string::npos);
 }
 
+TEST(DiagnosticsCommands, TimeoutHoldsForAToolThatClosesItsOutput) {
+  CommandOptions options;
+  options.timeout = std::chrono::milliseconds(300);
+  const auto started = std::chrono::steady_clock::now();
+  const json result = run_command({"sh", "-c", "echo early; exec >/dev/null 2>&1; sleep 30"}, options);
+  EXPECT_LT(std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count(), 10.0);
+  EXPECT_TRUE(result["returncode"].is_null());
+  EXPECT_EQ(result["stdout"], "early");
+  EXPECT_EQ(result["stderr"], "timed out after 0.3 s");
+}
+
 TEST(DiagnosticsCommands, InvalidUtf8OutputStillDumps) {
   const json result = run_command({"sh", "-c", "printf 'a\\377b'"});
   EXPECT_EQ(result["stdout"], "a\xEF\xBF\xBD" "b");
@@ -238,7 +249,8 @@ TEST(DiagnosticsProc, ReadsThisMachinesKernelCounters) {
   EXPECT_TRUE(counters["interface_irq"].is_null());  // loopback has no IRQ
   EXPECT_GT(counters["context_switches"].get<long long>(), 0);
   // One per-CPU value per CPU of /proc/softirqs, which lists every CPU of this machine.
-  const auto header = split_fields(split_lines(read_text_file("/proc/softirqs").value())[0]);
+  const std::string softirqs = read_text_file("/proc/softirqs").value();
+  const auto header = split_fields(split_lines(softirqs)[0]);
   const auto online = static_cast<std::size_t>(::sysconf(_SC_NPROCESSORS_ONLN));
   for (const char* kind : {"NET_RX", "NET_TX"}) {
     const json& softirq = counters["softirqs"][kind];
