@@ -8,11 +8,17 @@
 
 #include "bench/bulk.h"
 #include "bench/clock.h"
+#include "bench/diagnostics.h"
+#include "bench/diagnostics_ping.h"
 #include "bench/json_value.h"
+#include "bench/link_sampler.h"
+#include "bench/load_phase.h"
+#include "bench/phase_progress.h"
 #include "bench/process_usage.h"
 #include "bench/protocol.h"
 #include "bench/report.h"
 #include "bench/stats.h"
+#include "bench/tensor_phase.h"
 #include "bench/throughput.h"
 
 namespace wcomm::bench {
@@ -38,6 +44,7 @@ class Initiator {
     if (options_.progress) options_.progress(line);
   }
   double hello();
+  Dict diagnostics();
   nlohmann::json latency(std::uint64_t payload_bytes);
   double ping_ms(const Bytes& payload);
   ThroughputTrial trial(const std::string& direction, std::uint64_t size, std::uint64_t count);
@@ -57,7 +64,7 @@ double Initiator::hello() {
   auto sent = control_.post(Dict{{"op", "hello"},
                                  {"protocol_version", kBenchProtocolVersion},
                                  {"ping_count", settings_.ping_count},
-                                 {"latency_under_load", false}});
+                                 {"latency_under_load", !settings_.load_fractions.empty()}});
   Dict reply = control_.expect("hello");
   const auto end = BenchClock::now();
   sent.get();
@@ -65,6 +72,12 @@ double Initiator::hello() {
     throw BenchProtocolError("benchmark protocol: the responder speaks protocol_version " +
                              std::to_string(int_field(reply, "protocol_version")) + ", this initiator 1");
   return seconds_between(start, end) * 1e3;
+}
+
+// The responder's environment at the handshake and its ICMP ping to this node.
+Dict Initiator::diagnostics() {
+  control_.send(Dict{{"op", "diagnostics"}, {"ping_count", settings_.ping_count}});
+  return control_.expect("diagnostics");
 }
 
 // A patterned (not zero) payload, so that an echo that is not the bytes sent is caught.
@@ -161,26 +174,47 @@ nlohmann::json Initiator::run() {
   report["semantics"] = semantics_section();
 
   const Peer& peer = control_.peer();
+  // Diagnostics of this node: a snapshot before, link samples all along, a snapshot after.
+  const std::string interface = options_.interface.empty() ? interface_for_peer(peer.host) : options_.interface;
+  say("diagnostics: capturing the environment (interface " + (interface.empty() ? std::string("unknown") : interface) +
+      ")");
+  const nlohmann::json environment_before = capture_environment({interface, peer.host, {}});
+  LinkSampler sampler({interface, settings_.sample_interval, {}});
+  sampler.start();
   say("initiator " + control_.comm().local().node_id + " -> " + peer.node_id + " at " + peer.host + ":" +
       std::to_string(peer.port));
   const double setup_ms = hello();
   report["connection_setup_ms"] = setup_ms;
   say(format("connected: first exchange (dial, handshake, hello) %.3f ms", setup_ms));
 
+  say(format("diagnostics: responder environment and ICMP ping both ways (%llu pings each)",
+             static_cast<unsigned long long>(settings_.ping_count)));
+  const Dict responder_diagnostics = diagnostics();
+  report["responder_environment_at_handshake"] = value_to_json(field(responder_diagnostics, "environment_before"));
+  report["ping_to_initiator"] = value_to_json(field(responder_diagnostics, "ping_to_initiator"));
+  report["ping_to_responder"] = run_ping(peer.host, PingOptions{settings_.ping_count, 0.2, 2.0, interface, {}});
+
   nlohmann::json latency = nlohmann::json::array();
-  for (std::uint64_t size : settings_.latency_sizes) latency.push_back(this->latency(size));
+  PhaseProgress latency_progress("latency", settings_.latency_sizes.size());
+  for (std::uint64_t size : settings_.latency_sizes) {
+    latency.push_back(this->latency(size));
+    say(latency_progress.line(latency.size(), "size " + std::to_string(size) + " B done"));
+  }
   report["latency"] = std::move(latency);
 
   nlohmann::json throughput = {{"upload", nlohmann::json::array()},
                                {"download", nlohmann::json::array()},
                                {"bidirectional", nlohmann::json::array()}};
+  PhaseProgress throughput_progress("goodput", settings_.directions.size() * settings_.throughput_sizes.size());
+  std::size_t throughput_done = 0;
   for (const std::string& direction : settings_.directions) {
     for (std::uint64_t size : settings_.throughput_sizes) {
       const std::uint64_t count = throughput_message_count(settings_, size);
       std::vector<ThroughputTrial> trials;
       for (std::uint64_t i = 0; i < settings_.throughput_trials; ++i) trials.push_back(trial(direction, size, count));
       nlohmann::json entry = aggregate_trials(trials);
-      say(format("%s %llu B x %llu: median %.1f Mbps aggregate over %zu trials", direction.c_str(),
+      say(throughput_progress.line(++throughput_done, "") +
+          format("%s %llu B x %llu: median %.1f Mbps aggregate over %zu trials", direction.c_str(),
                  static_cast<unsigned long long>(size), static_cast<unsigned long long>(count),
                  entry["aggregate_goodput_mbps"]["p50"].get<double>(), trials.size()));
       throughput[direction].push_back(std::move(entry));
@@ -188,16 +222,28 @@ nlohmann::json Initiator::run() {
   }
   report["throughput"] = std::move(throughput);
 
-  nlohmann::json initiator = node_section(control_.comm().local().node_id, options_.interface);
-  initiator["tcp_socket_before_stop"] = nullptr;  // diagnostics placeholder
+  // V0.1 writes null when no tensor sizes are given.
+  report["tensor"] = settings_.tensor_sizes.empty()
+                         ? nlohmann::json(nullptr)
+                         : run_tensor_phase(control_, settings_, next_sequence_, options_.progress);
+
+  // Background load on plain TCP to the responder's port + 1, Comm pings in the foreground.
+  const Bytes probe_payload = patterned_payload(settings_.load_probe_size);
+  report["latency_under_load"] =
+      settings_.load_fractions.empty()
+          ? nlohmann::json::array()
+          : run_load_phase(settings_, report["throughput"],
+                           LoadPhaseTarget{peer.host, static_cast<std::uint16_t>(peer.port + 1)},
+                           [&] { return ping_ms(probe_payload); }, options_.progress);
+
+  nlohmann::json initiator = node_section(control_.comm().local().node_id, interface);
+  initiator["tcp_socket_before_stop"] = tcp_sockets(peer.host);
+  initiator["link_samples"] = sampler.stop();
+  add_environment_section(initiator, environment_before, capture_environment({interface, peer.host, {}}));
   add_process_usage(initiator, usage_before, sample_process_usage());
+  say("stop: collecting the responder's report");
   report["responder"] = stop();
   report["initiator"] = std::move(initiator);
-  report["responder_environment_at_handshake"] = nullptr;
-  report["ping_to_initiator"] = nullptr;
-  report["ping_to_responder"] = nullptr;
-  report["latency_under_load"] = nlohmann::json::array();  // load_fractions is empty (settings.validate)
-  report["tensor"] = nullptr;                              // tensor_sizes is empty
   report["wcomm"] = wcomm_section();
   report["finished_at"] = utc_timestamp_now();
   say("done");

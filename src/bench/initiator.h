@@ -17,7 +17,7 @@ using ProgressSink = std::function<void(const std::string& line)>;
 
 struct InitiatorOptions {
   BenchSettings settings;
-  std::string interface;  // recorded in the report (the diagnostics that use it come later)
+  std::string interface;  // diagnosed and recorded; "" = the one the route to the responder leaves by
   ProgressSink progress;
 };
 

@@ -27,7 +27,7 @@ nlohmann::json node_section(const std::string& node_id, const std::string& inter
   return {
       {"node_id", node_id},
       {"interface", interface.empty() ? nlohmann::json(nullptr) : nlohmann::json(interface)},
-      // Placeholders until the diagnostics release (wcomm_section() lists them).
+      // Filled by the node's diagnostics (add_environment_section, LinkSampler, add_process_usage).
       {"environment_before", nullptr},
       {"environment_after", nullptr},
       {"interface_counter_delta", nullptr},
@@ -43,16 +43,11 @@ nlohmann::json wcomm_section() {
   return {
       {"implementation", "wcomm"},
       {"version", "0.2.0"},
-      {"diagnostics_collected", false},
-      {"placeholders",
-       {"initiator.environment_before", "initiator.environment_after", "initiator.interface_counter_delta",
-        "initiator.kernel_counter_delta", "initiator.link_samples", "initiator.tcp_socket_before_stop",
-        "responder.environment_before", "responder.environment_after", "responder.interface_counter_delta",
-        "responder.kernel_counter_delta", "responder.link_samples", "responder_environment_at_handshake",
-        "ping_to_initiator", "ping_to_responder"}},
+      {"diagnostics_collected", true},
+      {"placeholders", nlohmann::json::array()},
       {"note",
-       "null placeholders: system, network, radio and ping diagnostics, tensor round trips and latency under "
-       "load are not collected by this release"},
+       "every V0.1 key is collected; a tool that is missing on a node is recorded as unavailable in its "
+       "command result"},
   };
 }
 

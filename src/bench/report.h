@@ -15,9 +15,9 @@ inline constexpr int kReportSchemaVersion = 4;
 // V0.1's "semantics" section, word for word.
 nlohmann::json semantics_section();
 
-// An initiator / responder section with V0.1's keys. The environment, interface, kernel and
-// link diagnostics are not collected by this release: those keys are null (see
-// diagnostics_note()). `interface` is the --interface given, or empty (null).
+// An initiator / responder section with V0.1's keys; the diagnostics keys start null and the
+// node fills them (add_environment_section, link_samples, add_process_usage). `interface` is
+// the interface diagnosed, or empty (null).
 nlohmann::json node_section(const std::string& node_id, const std::string& interface);
 
 // The report's "wcomm" section: what produced it, and which V0.1 keys are placeholders.

@@ -5,7 +5,11 @@
 
 #include "bench/bulk.h"
 #include "bench/clock.h"
+#include "bench/diagnostics.h"
+#include "bench/diagnostics_ping.h"
 #include "bench/json_value.h"
+#include "bench/link_sampler.h"
+#include "bench/load_server.h"
 #include "bench/process_usage.h"
 #include "bench/protocol.h"
 #include "bench/report.h"
@@ -27,12 +31,17 @@ class Responder {
   // Answers one request; returns false after `stop`.
   bool handle(Dict request);
   void phase(const std::string& direction, const Dict& request);
-  nlohmann::json own_report() const;
+  nlohmann::json own_report();
+  void start_diagnostics();
 
   const ResponderOptions& options_;
   ControlChannel control_;
   ZeroPayloads zeros_;
   ProcessUsage usage_before_ = sample_process_usage();
+  std::string interface_;
+  nlohmann::json environment_before_;
+  std::optional<LinkSampler> sampler_;
+  std::optional<LoadServer> load_server_;  // while the initiator asked for latency under load
   nlohmann::json final_report_;
 };
 
@@ -49,8 +58,15 @@ bool Responder::handle(Dict request) {
       throw BenchProtocolError("the initiator speaks benchmark protocol_version " + std::to_string(version) +
                                ", this responder 1");
     const Value* under_load = request.find("latency_under_load");
-    if (under_load != nullptr && under_load->is<bool>() && under_load->as<bool>())
-      throw BenchProtocolError("latency under load is not implemented in this wcomm release yet");
+    if (under_load != nullptr && under_load->is<bool>() && under_load->as<bool>() && !load_server_) {
+      const auto port = static_cast<std::uint16_t>(control_.comm().port() + 1);
+      try {
+        load_server_.emplace("", port);
+      } catch (const std::runtime_error& e) {
+        throw BenchProtocolError(std::string("cannot start the load server: ") + e.what());
+      }
+      say("load server listening on port " + std::to_string(port));
+    }
     say("hello from " + control_.peer().node_id);
     control_.send(Dict{{"op", "hello"}, {"protocol_version", kBenchProtocolVersion}});
     return true;
@@ -68,12 +84,20 @@ bool Responder::handle(Dict request) {
     return true;
   }
   if (op == "diagnostics") {
-    // System and network diagnostics come with a later release; the shape is kept.
-    control_.send(Dict{{"op", "diagnostics"}, {"environment_before", Value()}, {"ping_to_initiator", Value()}});
+    const Value* count = request.find("ping_count");
+    PingOptions ping;
+    if (count != nullptr && count->is_int()) ping.count = size_field(request, "ping_count");
+    ping.interface = interface_;
+    say("diagnostics: ICMP ping to " + control_.peer().host);
+    const nlohmann::json ping_result = run_ping(control_.peer().host, ping);
+    control_.send(Dict{{"op", "diagnostics"},
+                       {"environment_before", json_to_value(environment_before_)},
+                       {"ping_to_initiator", json_to_value(ping_result)}});
     return true;
   }
   if (op == "stop") {
     say("stop: sending the report");
+    if (load_server_) load_server_->stop();
     final_report_ = own_report();
     control_.send(Dict{{"op", "stopped"}, {"report", json_to_value(final_report_)}});
     return false;
@@ -108,13 +132,25 @@ void Responder::phase(const std::string& direction, const Dict& request) {
                      {"responder_elapsed_s", seconds_between(start, end)}});
 }
 
-nlohmann::json Responder::own_report() const {
-  nlohmann::json report = node_section(control_.comm().local().node_id, options_.interface);
+// This node's diagnostics: a snapshot before the session and link samples until `stop`.
+void Responder::start_diagnostics() {
+  const std::string& host = control_.peer().host;
+  interface_ = options_.interface.empty() ? interface_for_peer(host) : options_.interface;
+  environment_before_ = capture_environment({interface_, host, {}});
+  sampler_.emplace(LinkSamplerOptions{interface_, options_.sample_interval, {}});
+  sampler_->start();
+}
+
+nlohmann::json Responder::own_report() {
+  nlohmann::json report = node_section(control_.comm().local().node_id, interface_);
+  report["link_samples"] = sampler_->stop();
+  add_environment_section(report, environment_before_, capture_environment({interface_, control_.peer().host, {}}));
   add_process_usage(report, usage_before_, sample_process_usage());
   return report;
 }
 
 nlohmann::json Responder::run() {
+  start_diagnostics();
   say("responder " + control_.comm().local().node_id + " waiting for " + control_.peer().node_id);
   bool first = true;
   for (;;) {

@@ -17,7 +17,8 @@ struct ResponderOptions {
   std::optional<Seconds> first_request_timeout;
   // Bounds every later wait for a request, each reply and each bulk phase.
   Seconds operation_timeout{120.0};
-  std::string interface;  // recorded in the report
+  std::string interface;  // diagnosed and recorded; "" = the one the route to the initiator leaves by
+  double sample_interval = 1.0;  // link sampling period, s
   ProgressSink progress;
 };
 

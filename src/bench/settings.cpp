@@ -28,13 +28,24 @@ void BenchSettings::validate() const {
     throw std::invalid_argument("max_throughput_messages: must be at least min_throughput_messages (" +
                                 std::to_string(min_throughput_messages) + ")");
   if (!(operation_timeout > 0.0)) throw std::invalid_argument("operation_timeout: must be a positive number of seconds");
-  if (!tensor_sizes.empty())
-    throw std::invalid_argument(
-        "tensor_sizes: tensor round trips are not implemented in this wcomm release yet; leave --tensor-sizes empty");
-  if (!load_fractions.empty())
-    throw std::invalid_argument(
-        "load_fractions: latency under load is not implemented in this wcomm release yet; leave --load-fractions "
-        "empty");
+  for (std::uint64_t size : tensor_sizes)
+    if (size % 4 != 0)
+      throw std::invalid_argument("tensor_sizes: " + std::to_string(size) +
+                                  " is not a multiple of 4 (the tensors are float32)");
+  if (tensor_rounds == 0 && !tensor_sizes.empty())
+    throw std::invalid_argument("tensor_rounds: must be at least 1 when tensor sizes are given");
+  for (double f : load_fractions)
+    if (!(f > 0.0) || f > 4.0)
+      throw std::invalid_argument("load_fractions: " + std::to_string(f) + " is not in (0, 4] (a fraction of capacity)");
+  if (!load_fractions.empty()) {
+    if (load_concurrencies.empty() || load_directions.empty())
+      throw std::invalid_argument("load_concurrencies / load_directions: must not be empty when load fractions are given");
+    for (std::uint64_t n : load_concurrencies)
+      if (n == 0 || n > 64) throw std::invalid_argument("load_concurrencies: each must be in 1..64");
+    if (!(load_duration > 0.0)) throw std::invalid_argument("load_duration: must be a positive number of seconds");
+    if (!(load_probe_interval > 0.0))
+      throw std::invalid_argument("load_probe_interval: must be a positive number of seconds");
+  }
 }
 
 std::uint64_t throughput_message_count(const BenchSettings& settings, std::uint64_t payload_bytes) {

@@ -21,11 +21,11 @@ struct BenchSettings {
   std::uint64_t min_throughput_messages = 4;
   std::uint64_t max_throughput_messages = 4096;
   double operation_timeout = 120.0;  // seconds, every control exchange and bulk phase
-  std::uint64_t ping_count = 3;      // ICMP pings of the diagnostics (not run yet)
+  std::uint64_t ping_count = 3;      // ICMP pings each way in the diagnostics
   std::uint64_t random_seed = 0;
-  double sample_interval = 1.0;      // link sampling period of the diagnostics (not run yet)
-  // Tensor round trips and latency under load: accepted and recorded, run only when empty
-  // (a later release runs them).
+  double sample_interval = 1.0;      // link sampling period of the diagnostics, s
+  // Tensor round trips (float32, sizes in bytes) and latency under load; nothing runs when
+  // the sizes / fractions are empty.
   std::vector<std::uint64_t> tensor_sizes{};
   std::uint64_t tensor_rounds = 10;
   std::vector<double> load_fractions{};

@@ -31,7 +31,7 @@ void add_common_options(CLI::App& sub, CommonOptions& o) {
   // --config is accepted before or after the sub-command (V0.1 took it before).
   sub.add_option("--config", o.config, "node config (YAML: local, peers, comm)");
   sub.add_option("--peer", o.peer, "node_id of the other side, as listed in the config's peers")->required();
-  sub.add_option("--interface", o.interface, "network interface to record (diagnostics come in a later release)");
+  sub.add_option("--interface", o.interface, "network interface to diagnose (default: the one the route to the peer leaves by)");
   sub.add_option("--output", o.output, "write the JSON report to this file");
   sub.add_flag("--quiet", o.quiet, "no progress lines on stderr");
   sub.add_option("--operation-timeout", o.operation_timeout, "seconds any one exchange or phase may take")
@@ -53,13 +53,13 @@ void add_initiator_options(CLI::App& sub, bench::BenchSettings& s) {
       ->delimiter(',')->capture_default_str();
   sub.add_option("--min-throughput-messages", s.min_throughput_messages)->capture_default_str();
   sub.add_option("--max-throughput-messages", s.max_throughput_messages)->capture_default_str();
-  sub.add_option("--ping-count", s.ping_count, "ICMP pings of the diagnostics (recorded)")->capture_default_str();
+  sub.add_option("--ping-count", s.ping_count, "ICMP pings each way in the diagnostics")->capture_default_str();
   sub.add_option("--random-seed", s.random_seed)->capture_default_str();
-  sub.add_option("--sample-interval", s.sample_interval, "link sampling period, s (recorded)")->capture_default_str();
-  sub.add_option("--tensor-sizes", s.tensor_sizes, "tensor round-trip sizes (not implemented yet: leave empty)")
+  sub.add_option("--sample-interval", s.sample_interval, "link sampling period, s")->capture_default_str();
+  sub.add_option("--tensor-sizes", s.tensor_sizes, "float32 tensor round-trip sizes, bytes (multiples of 4)")
       ->delimiter(',');
   sub.add_option("--tensor-rounds", s.tensor_rounds)->capture_default_str();
-  sub.add_option("--load-fractions", s.load_fractions, "latency under load (not implemented yet: leave empty)")
+  sub.add_option("--load-fractions", s.load_fractions, "latency under load: background load as fractions of the measured capacity")
       ->delimiter(',');
   sub.add_option("--load-directions", s.load_directions)->delimiter(',')->capture_default_str();
   sub.add_option("--load-concurrencies", s.load_concurrencies)->delimiter(',')->capture_default_str();
@@ -100,6 +100,8 @@ int run_bench(int argc, char** argv) {
   responder->add_option("--wait-timeout", wait_timeout, "give up when no initiator arrives within this many seconds")
       ->check(CLI::PositiveNumber);
   add_initiator_options(*initiator, settings);
+  responder->add_option("--sample-interval", settings.sample_interval, "link sampling period, s")
+      ->capture_default_str();
 
   try {
     app.parse(argc, argv);
@@ -143,6 +145,7 @@ int run_bench(int argc, char** argv) {
       if (wait_timeout) options.first_request_timeout = Seconds(*wait_timeout);
       options.operation_timeout = Seconds(common.operation_timeout);
       options.interface = common.interface;
+      options.sample_interval = settings.sample_interval;
       options.progress = progress;
       report = bench::run_responder(*comm, *peer, options);
     } else {

@@ -20,6 +20,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/bulk.h"
+#include "bench/html_report.h"
 #include "bench/initiator.h"
 #include "bench/protocol.h"
 #include "bench/responder.h"
@@ -126,8 +127,21 @@ void check_report(const json& report) {
     EXPECT_TRUE(report[side].contains("environment_before")) << side;
     EXPECT_GT(report[side]["process_usage_delta"]["max_rss_kib"].get<long>(), 0) << side;
   }
-  EXPECT_TRUE(report["initiator"].contains("tcp_socket_before_stop"));
-  EXPECT_EQ(report["wcomm"]["diagnostics_collected"], false);
+  EXPECT_TRUE(report["initiator"]["tcp_socket_before_stop"].is_object());
+  EXPECT_EQ(report["wcomm"]["diagnostics_collected"], true);
+  // Both nodes' diagnostics are wired in (their collectors have their own tests).
+  for (const char* side : {"initiator", "responder"}) {
+    EXPECT_TRUE(report[side]["environment_before"].is_object()) << side;
+    EXPECT_TRUE(report[side]["environment_after"].is_object()) << side;
+    EXPECT_TRUE(report[side]["kernel_counter_delta"].is_object()) << side;
+    EXPECT_TRUE(report[side]["link_samples"].is_array()) << side;
+    EXPECT_GE(report[side]["link_samples"].size(), 1u) << side;
+  }
+  EXPECT_TRUE(report["responder_environment_at_handshake"].is_object());
+  for (const char* ping : {"ping_to_responder", "ping_to_initiator"}) {
+    EXPECT_TRUE(report[ping].is_object()) << ping;
+    EXPECT_TRUE(report[ping]["command"].is_object()) << ping;
+  }
 }
 
 struct Pair {
@@ -178,6 +192,82 @@ TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
   // Nothing of the bulk payloads was copied in user space on either side.
   EXPECT_EQ(p.initiator->stats().bytes_copied, 0u);
   EXPECT_EQ(p.responder->stats().bytes_copied, 0u);
+}
+
+// Tensors and latency under load on loopback, with a short matrix; the page renders the run.
+TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
+  Pair p = make_pair();
+  std::string responder_error;
+  std::thread responder([&] {
+    ResponderOptions options;
+    options.first_request_timeout = Seconds(30);
+    options.operation_timeout = Seconds(30);
+    try {
+      run_responder(*p.responder, p.responder->peer("node-a"), options);
+    } catch (const std::exception& e) {
+      responder_error = e.what();
+    }
+  });
+  BenchSettings s = short_matrix();
+  s.latency_sizes = {64};
+  s.directions = {"upload", "download"};
+  s.throughput_target_bytes = 1 << 20;
+  s.throughput_trials = 1;
+  s.ping_count = 1;
+  s.tensor_sizes = {16, 4096};
+  s.tensor_rounds = 3;
+  s.load_fractions = {0.05};
+  s.load_directions = {"upload", "download", "bidirectional"};
+  s.load_concurrencies = {1, 2};
+  s.load_duration = 0.4;
+  s.load_probe_interval = 0.02;
+  json report;
+  try {
+    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), InitiatorOptions{s, "lo", {}});
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "initiator: " << e.what();
+    p.responder->close();
+  }
+  responder.join();
+  ASSERT_TRUE(responder_error.empty()) << responder_error;
+  ASSERT_FALSE(report.is_null());
+
+  const json& tensor = report["tensor"];
+  ASSERT_TRUE(tensor.is_object());
+  EXPECT_EQ(tensor["dtype"], "float32");
+  ASSERT_EQ(tensor["round_trips"].size(), 2u);
+  EXPECT_EQ(tensor["round_trips"][1]["payload_bytes"], 4096);
+  EXPECT_EQ(tensor["round_trips"][1]["elements"], 1024);
+  EXPECT_EQ(tensor["round_trips"][1]["samples_ms"].size(), 3u);
+  EXPECT_GT(tensor["round_trips"][1]["summary_ms"]["p50"].get<double>(), 0.0);
+  ASSERT_EQ(tensor["structures"].size(), 2u);
+  for (const auto& check : tensor["structures"]) {
+    EXPECT_EQ(check["single"], true);
+    EXPECT_EQ(check["tensor_list"], true);
+    EXPECT_EQ(check["tensor_dict"], true);
+  }
+  EXPECT_EQ(tensor["structures_correct"], true);
+
+  const json& load = report["latency_under_load"];
+  ASSERT_EQ(load.size(), 6u);  // 3 directions x 2 concurrencies x 1 fraction
+  for (const auto& scenario : load) {
+    for (const char* key : {"direction", "streams", "target_fraction", "target_mbps", "delivered_mbps", "rtt_ms",
+                            "samples_ms"})
+      EXPECT_TRUE(scenario.contains(key)) << key;
+    EXPECT_DOUBLE_EQ(scenario["target_fraction"].get<double>(), 0.05);
+    EXPECT_GT(scenario["target_mbps"].get<double>(), 0.0);
+    EXPECT_GT(scenario["delivered_mbps"].get<double>(), 0.0) << scenario["direction"];
+    EXPECT_FALSE(scenario["samples_ms"].empty());
+    EXPECT_EQ(scenario["rtt_ms"]["sample_count"], scenario["samples_ms"].size());
+  }
+  EXPECT_EQ(load[0]["direction"], "upload");
+  EXPECT_EQ(load[1]["streams"], 2);
+  EXPECT_EQ(load[5]["direction"], "bidirectional");
+
+  // The page plots every scenario of the run.
+  const HtmlReport page = render_html_report(report, "run.json");
+  EXPECT_NE(page.html.find("load-rtt-vs-delivered"), std::string::npos);
+  EXPECT_NE(page.html.find("data-series=\"bidirectional p99\""), std::string::npos);
 }
 
 TEST(BenchEndToEnd, ResponderAnswersBadRequestsWithErrorAndGoesOn) {
@@ -349,7 +439,7 @@ TEST(BenchCommand, UsageErrorsExitTwo) {
   EXPECT_EQ(wait_exit(no_config.pid, 30s), 2);
   Child no_role = spawn({WCOMM_CLI, "bench", "--config", "x.yaml"}, false);
   EXPECT_EQ(wait_exit(no_role.pid, 30s), 2);
-  Child tensors = spawn({WCOMM_CLI, "bench", "--config", "x.yaml", "initiator", "--peer", "b", "--tensor-sizes", "4096"},
+  Child tensors = spawn({WCOMM_CLI, "bench", "--config", "x.yaml", "initiator", "--peer", "b", "--tensor-sizes", "4098"},
                         false);
   EXPECT_EQ(wait_exit(tensors.pid, 30s), 2);
 }

@@ -208,10 +208,17 @@ TEST(BenchSettings, ThroughputMessageCount) {
   EXPECT_EQ(throughput_message_count(s, 100000), 31u);  // rounded down
 }
 
-TEST(BenchSettings, RefusesWhatThisReleaseCannotRun) {
+TEST(BenchSettings, RefusesWhatCannotRun) {
   BenchSettings s;
   EXPECT_NO_THROW(s.validate());
   s.tensor_sizes = {4096};
+  EXPECT_NO_THROW(s.validate());
+  s.tensor_sizes = {4098};  // not whole float32 elements
+  EXPECT_THROW(s.validate(), std::invalid_argument);
+  s = {};
+  s.load_fractions = {0.5};
+  EXPECT_NO_THROW(s.validate());
+  s.load_concurrencies = {0};
   EXPECT_THROW(s.validate(), std::invalid_argument);
   s = {};
   s.directions = {"sideways"};

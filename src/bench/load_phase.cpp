@@ -1,0 +1,109 @@
+// Latency under load: scenarios, background load, randomized foreground probes.
+#include "bench/load_phase.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <random>
+#include <stdexcept>
+#include <thread>
+#include <vector>
+
+#include "bench/clock.h"
+#include "bench/load_client.h"
+#include "bench/phase_progress.h"
+#include "bench/stats.h"
+
+namespace wcomm::bench {
+namespace {
+
+double best_median(const nlohmann::json& throughput, const std::string& direction) {
+  double best = 0.0;
+  if (!throughput.is_object() || !throughput.contains(direction)) return best;
+  for (const auto& entry : throughput[direction]) {
+    const auto& p50 = entry["aggregate_goodput_mbps"]["p50"];
+    if (p50.is_number()) best = std::max(best, p50.get<double>());
+  }
+  return best;
+}
+
+nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, const std::string& direction,
+                        std::uint64_t streams, double fraction, double capacity,
+                        const std::function<double()>& probe, std::mt19937_64& random) {
+  const double target_mbps = fraction * capacity;
+  const double directions = direction == "bidirectional" ? 2.0 : 1.0;
+  const double per_stream = target_mbps / directions / static_cast<double>(streams);
+  const auto timeout = std::chrono::milliseconds(static_cast<long long>(s.operation_timeout * 1000));
+  LoadClient load(target.host, target.port, direction, streams, per_stream, s.load_duration, timeout);
+
+  std::exponential_distribution<double> spacing(1.0 / s.load_probe_interval);
+  std::vector<double> samples;
+  load.go();
+  const auto start = BenchClock::now();
+  auto next = start;
+  for (;;) {
+    next += std::chrono::duration_cast<BenchClock::duration>(std::chrono::duration<double>(spacing(random)));
+    if (seconds_between(start, next) >= s.load_duration) break;
+    std::this_thread::sleep_until(next);
+    samples.push_back(probe());
+  }
+  const LoadResult result = load.wait();
+  const double delivered = (static_cast<double>(result.bytes_sent) * 8.0 / s.load_duration +
+                            (result.elapsed_s > 0 ? static_cast<double>(result.bytes_received) * 8.0 / result.elapsed_s
+                                                  : 0.0)) /
+                           1e6;
+  return {{"direction", direction},
+          {"streams", streams},
+          {"target_fraction", fraction},
+          {"target_mbps", target_mbps},
+          {"delivered_mbps", delivered},
+          {"capacity_mbps", capacity},
+          {"duration_s", s.load_duration},
+          {"elapsed_s", result.elapsed_s},
+          {"probe_interval_s", s.load_probe_interval},
+          {"probe_payload_bytes", s.load_probe_size},
+          {"background_bytes_sent", result.bytes_sent},
+          {"background_bytes_received", result.bytes_received},
+          {"rtt_ms", summarize(samples)},
+          {"samples_ms", samples}};
+}
+
+}  // namespace
+
+double measured_capacity_mbps(const nlohmann::json& throughput, const std::string& direction) {
+  double capacity = best_median(throughput, direction);
+  if (capacity > 0.0) return capacity;
+  if (direction == "bidirectional") return 2.0 * std::max(best_median(throughput, "upload"), best_median(throughput, "download"));
+  capacity = std::max(best_median(throughput, "upload"), best_median(throughput, "download"));
+  return capacity > 0.0 ? capacity : best_median(throughput, "bidirectional") / 2.0;
+}
+
+nlohmann::json run_load_phase(const BenchSettings& s, const nlohmann::json& throughput, const LoadPhaseTarget& target,
+                              const std::function<double()>& probe, const ProgressSink& progress) {
+  std::mt19937_64 random(s.random_seed);
+  nlohmann::json scenarios = nlohmann::json::array();
+  PhaseProgress steps("latency under load",
+                      s.load_directions.size() * s.load_concurrencies.size() * s.load_fractions.size());
+  for (const std::string& direction : s.load_directions) {
+    const double capacity = measured_capacity_mbps(throughput, direction);
+    if (!(capacity > 0.0))
+      throw std::invalid_argument("latency under load: no goodput was measured to take fractions of (give "
+                                  "--throughput-sizes)");
+    for (std::uint64_t streams : s.load_concurrencies) {
+      for (double fraction : s.load_fractions) {
+        scenarios.push_back(scenario(s, target, direction, streams, fraction, capacity, probe, random));
+        if (progress) {
+          const auto& last = scenarios.back();
+          char detail[200];
+          std::snprintf(detail, sizeof detail, "%s x%llu at %.2f: target %.1f Mbps, delivered %.1f Mbps, p50 %.3f ms",
+                        direction.c_str(), static_cast<unsigned long long>(streams), fraction,
+                        last["target_mbps"].get<double>(), last["delivered_mbps"].get<double>(),
+                        last["rtt_ms"]["p50"].is_number() ? last["rtt_ms"]["p50"].get<double>() : 0.0);
+          progress(steps.line(scenarios.size(), detail));
+        }
+      }
+    }
+  }
+  return scenarios;
+}
+
+}  // namespace wcomm::bench

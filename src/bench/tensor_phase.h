@@ -1,0 +1,23 @@
+// The benchmark's tensor phase (initiator side): float32 tensor round trips per size
+// (tensor_ping / tensor_pong, RTT summary) and the tensor_structures correctness check
+// (single tensor, tensor list, tensor dict echoed unchanged), as the report's "tensor" section.
+#pragma once
+
+#include <cstdint>
+
+#include <nlohmann/json.hpp>
+
+#include "bench/initiator.h"
+#include "bench/protocol.h"
+#include "bench/settings.h"
+
+namespace wcomm::bench {
+
+// Runs the phase for settings.tensor_sizes (bytes, multiples of 4) x tensor_rounds; returns
+// {dtype, rounds, round_trips: [{payload_bytes, elements, rounds, samples_ms, summary_ms}],
+//  structures: {single, tensor_list, tensor_dict, correct, round_trip_ms}}. Throws
+// BenchProtocolError when an echoed tensor differs from the one sent.
+nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& settings, std::int64_t& next_sequence,
+                                const ProgressSink& progress);
+
+}  // namespace wcomm::bench
