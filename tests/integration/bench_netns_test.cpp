@@ -1,0 +1,181 @@
+// `wcomm bench` between two network namespaces joined by a veth pair shaped to 100 Mbit/s with
+// tc tbf: the benchmark must read a known link as what it is (median upload goodput within 10%
+// of the payload capacity) and its latency-under-load background traffic must track its target.
+// Needs root and `ip netns`; skips otherwise.
+#include <fcntl.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <gtest/gtest.h>
+#include <nlohmann/json.hpp>
+
+namespace {
+
+using namespace std::chrono_literals;
+
+// What a 100 Mbit/s tbf lets through as TCP payload. tbf counts each packet's bytes as the
+// qdisc sees them: the IP packet plus the 14-byte Ethernet header (no preamble, FCS or gap on
+// a veth). A full-sized segment is 1500 + 14 = 1514 bytes on the shaper for 1448 bytes of
+// payload (1500 - 20 IP - 20 TCP - 12 timestamp option), so payload capacity is
+// 100 x 1448 / 1514 = 95.6 Mbit/s; the ACKs go the other way through the other end's shaper.
+constexpr double kLinkMbps = 100.0;
+constexpr double kPayloadCapacityMbps = kLinkMbps * 1448.0 / 1514.0;
+
+int sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()); }
+
+// Two namespaces and the shaped veth between them; deleted (with everything in them) on
+// destruction, also when the test fails.
+struct Namespaces {
+  std::string a = "wcomm-bench-a-" + std::to_string(getpid());
+  std::string b = "wcomm-bench-b-" + std::to_string(getpid());
+  bool created = false;
+
+  bool create(std::string& why) {
+    if (sh("ip netns add " + a) != 0) {
+      why = "ip netns add failed";
+      return false;
+    }
+    created = true;
+    const std::vector<std::string> steps = {
+        "ip netns add " + b,
+        "ip link add wcb-a netns " + a + " type veth peer name wcb-b netns " + b,
+        "ip -n " + a + " addr add 192.0.2.1/24 dev wcb-a",
+        "ip -n " + b + " addr add 192.0.2.2/24 dev wcb-b",
+        "ip -n " + a + " link set lo up",
+        "ip -n " + b + " link set lo up",
+        "ip -n " + a + " link set wcb-a up",
+        "ip -n " + b + " link set wcb-b up",
+        "ip netns exec " + a + " tc qdisc add dev wcb-a root tbf rate 100mbit burst 32kbit latency 50ms",
+        "ip netns exec " + b + " tc qdisc add dev wcb-b root tbf rate 100mbit burst 32kbit latency 50ms",
+    };
+    for (const auto& step : steps)
+      if (sh(step) != 0) {
+        why = "failed: " + step;
+        return false;
+      }
+    return true;
+  }
+
+  ~Namespaces() {
+    if (!created) return;
+    sh("ip netns del " + a);
+    sh("ip netns del " + b);
+  }
+};
+
+// A child process (killed and reaped on destruction unless it was waited for).
+struct Child {
+  pid_t pid = -1;
+
+  Child(const std::vector<std::string>& args, const std::string& stderr_path) {
+    pid = fork();
+    if (pid == 0) {
+      const int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+      if (fd >= 0) dup2(fd, STDERR_FILENO);
+      std::vector<char*> argv;
+      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
+      argv.push_back(nullptr);
+      execvp(argv[0], argv.data());
+      _exit(127);
+    }
+  }
+  // The exit code, or -1 when it had to be killed after `limit`.
+  int wait(std::chrono::seconds limit) {
+    const auto deadline = std::chrono::steady_clock::now() + limit;
+    int status = 0;
+    while (waitpid(pid, &status, WNOHANG) == 0) {
+      if (std::chrono::steady_clock::now() > deadline) {
+        kill(pid, SIGKILL);
+        waitpid(pid, &status, 0);
+        pid = -1;
+        return -1;
+      }
+      std::this_thread::sleep_for(20ms);  // polling an exit
+    }
+    pid = -1;
+    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  }
+  ~Child() {
+    if (pid > 0) {
+      kill(pid, SIGKILL);
+      waitpid(pid, nullptr, 0);
+    }
+  }
+};
+
+std::string read_file(const std::string& path) {
+  std::ifstream in(path);
+  std::stringstream s;
+  s << in.rdbuf();
+  return s.str();
+}
+
+TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
+  if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns, tc)";
+  const auto started = std::chrono::steady_clock::now();
+  Namespaces ns;
+  std::string why;
+  if (!ns.create(why)) GTEST_SKIP() << "no network namespaces here: " << why;
+
+  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("wcomm-netns-" + std::to_string(getpid()));
+  std::filesystem::create_directories(dir);
+  std::ofstream(dir / "a.yaml") << "local: {node_id: node-a, host: 192.0.2.1, port: 0}\n"
+                                   "peers: [{node_id: node-b, host: 192.0.2.2, port: 47011}]\n";
+  std::ofstream(dir / "b.yaml") << "local: {node_id: node-b, host: 192.0.2.2, port: 47011}\n"
+                                   "peers: [{node_id: node-a, host: 192.0.2.1, port: 1}]\n";
+
+  Child responder({"ip", "netns", "exec", ns.b, WCOMM_CLI, "bench", "--config", (dir / "b.yaml").string(), "responder",
+                   "--peer", "node-a", "--wait-timeout", "60", "--operation-timeout", "30"},
+                  (dir / "responder.err").string());
+  for (int i = 0; i < 200 && read_file((dir / "responder.err").string()).find("listening on") == std::string::npos; ++i)
+    std::this_thread::sleep_for(25ms);  // until the responder says it listens (at most 5 s)
+
+  Child initiator({"ip", "netns", "exec", ns.a, WCOMM_CLI, "bench", "--config", (dir / "a.yaml").string(),
+                   "initiator", "--peer", "node-b", "--latency-sizes", "64", "--latency-rounds", "20",
+                   "--warmup-rounds", "2", "--throughput-sizes", "1048576", "--throughput-target-bytes", "8388608",
+                   "--throughput-trials", "3", "--directions", "upload", "--ping-count", "2", "--load-fractions",
+                   "0.5", "--load-directions", "upload", "--load-concurrencies", "1", "--load-duration", "4",
+                   "--operation-timeout", "30", "--output", (dir / "report.json").string()},
+                  (dir / "initiator.err").string());
+  const int initiator_exit = initiator.wait(70s);
+  const int responder_exit = responder.wait(10s);
+  ASSERT_EQ(initiator_exit, 0) << read_file((dir / "initiator.err").string());
+  EXPECT_EQ(responder_exit, 0) << read_file((dir / "responder.err").string());
+
+  const nlohmann::json report = nlohmann::json::parse(read_file((dir / "report.json").string()));
+  const double upload = report["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"];
+  EXPECT_NEAR(upload, kPayloadCapacityMbps, 0.10 * kPayloadCapacityMbps)
+      << "median upload goodput over a 100 Mbit/s tbf veth";
+
+  ASSERT_EQ(report["latency_under_load"].size(), 1u);
+  const auto& scenario = report["latency_under_load"][0];
+  EXPECT_EQ(scenario["direction"], "upload");
+  EXPECT_EQ(scenario["streams"], 1);
+  const double target = scenario["target_mbps"];
+  EXPECT_NEAR(target, 0.5 * upload, 1e-9 * upload);
+  EXPECT_NEAR(scenario["delivered_mbps"].get<double>(), target, 0.15 * target);
+  std::printf("netns: median upload %.2f Mbit/s (payload capacity %.2f); load target %.2f delivered %.2f Mbit/s\n",
+              upload, kPayloadCapacityMbps, target, scenario["delivered_mbps"].get<double>());
+  EXPECT_FALSE(scenario["samples_ms"].empty());
+
+  // The diagnostics saw the veth ends.
+  EXPECT_EQ(report["initiator"]["interface"], "wcb-a");
+  EXPECT_EQ(report["responder"]["interface"], "wcb-b");
+  EXPECT_EQ(report["ping_to_responder"]["received"], 2);
+
+  std::filesystem::remove_all(dir);
+  EXPECT_LT(std::chrono::steady_clock::now() - started, 90s);
+}
+
+}  // namespace
