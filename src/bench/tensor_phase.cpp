@@ -6,6 +6,7 @@
 #include <vector>
 
 #include "bench/clock.h"
+#include "bench/phase_progress.h"
 #include "bench/stats.h"
 
 namespace wcomm::bench {
@@ -90,6 +91,7 @@ nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& se
                                 const ProgressSink& progress) {
   nlohmann::json round_trips = nlohmann::json::array();
   nlohmann::json checks = nlohmann::json::array();
+  PhaseProgress steps("tensor", settings.tensor_sizes.size());
   for (std::uint64_t bytes : settings.tensor_sizes) {
     const Tensor tensor = float_tensor(bytes, 0.5f);
     std::vector<double> samples;
@@ -102,7 +104,7 @@ nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& se
       std::snprintf(line, sizeof line, "tensor %llu B: p50 %.3f ms over %zu rounds; structures %s",
                     static_cast<unsigned long long>(bytes), summary["p50"].is_number() ? summary["p50"].get<double>() : 0.0,
                     samples.size(), checks.back()["correct"].get<bool>() ? "echoed correctly" : "NOT echoed correctly");
-      progress(line);
+      progress(steps.line(checks.size(), line));
     }
     round_trips.push_back({{"payload_bytes", bytes},
                            {"elements", bytes / 4},
