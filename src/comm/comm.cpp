@@ -173,6 +173,7 @@ Future<Received> submit_recv(Comm::Impl& impl, const Peer& peer, std::vector<Ten
       if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
     });
   });
+  if (!options.timeout && state->recv_from_caller(waiter)) return future;
   asio::post(impl.io, [state, waiter = std::move(waiter), options] { state->submit_recv(waiter, options); });
   return future;
 }

@@ -120,6 +120,9 @@ class PeerState {
   void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
+  // Caller's thread: completes or parks a plain recv without waking the loop; false when the
+  // recv needs the loop (timeout, recv_into).
+  bool recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
 
@@ -149,6 +152,9 @@ class PeerState {
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   void resume_paused();
+  std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
+  void finish_taken(RecvWaiter& waiter, Result<Received> result);
+  std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked();
 
   Comm::Impl& impl_;
   Peer peer_;
@@ -170,7 +176,11 @@ class PeerState {
   std::mutex inline_mutex_;
   std::shared_ptr<Connection> inline_connection_;
   std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
-  // Receive side.
+  // Receive side, shared with callers' threads under recv_mutex_ (see recv_from_caller);
+  // RecvWaiter::done and ::claimed are guarded by it too.
+  std::mutex recv_mutex_;
+  bool recv_closed_ = false;
+  std::atomic<bool> any_paused_{false};
   std::unordered_map<std::uint32_t, std::deque<Received>> inbox_;
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;

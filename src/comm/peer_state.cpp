@@ -353,147 +353,218 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   }
   if (!local) fail_sends(error);
   // Operations waiting on this peer learn that its connection went away.
-  bool told_someone = false;
-  if (connections_.empty() || !local) {
-    for (auto& [tag, queue] : waiters_) {
-      for (auto& w : queue) {
-        if (w->done || w->claimed) continue;
-        w->done = true;
-        w->timer.reset();
-        told_someone = true;
-        w->promise.complete(Error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
-                                      ? ErrorCode::kConnectionClosed
-                                      : error.code,
-                                  error.message});
-      }
-      std::erase_if(queue, [](auto& w) { return w->done; });
-    }
+  std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  {
+    std::lock_guard lock(recv_mutex_);
+    if (connections_.empty() || !local) waiting = take_waiters_locked();
+    // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
+    // the next recv on this peer that finds nothing queued reports it.
+    if (!local && waiting.empty() && error.code != ErrorCode::kConnectionClosed) unreported_error_ = error;
   }
-  // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
-  // the next recv on this peer that finds nothing queued reports it.
-  if (!local && !told_someone && error.code != ErrorCode::kConnectionClosed) unreported_error_ = error;
+  for (auto& w : waiting) {
+    w->timer.reset();
+    w->promise.complete(Error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
+                                  ? ErrorCode::kConnectionClosed
+                                  : error.code,
+                              error.message});
+  }
   if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
   pump();
 }
 
 // ---- receive side ----------------------------------------------------------------------
+// inbox_, waiters_, the unreceived counters and unreported_error_ are shared with callers'
+// threads (recv_from_caller) under recv_mutex_. Promises are completed after it is released:
+// a completion callback may call recv() again.
 
-void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
-  if (closed_) {
-    waiter->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
-    return;
-  }
-  auto found = inbox_.find(waiter->tag);
+namespace {
+
+// Copies an already received message's tensors into recv_into destinations.
+std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& into, std::atomic<std::uint64_t>& copied) {
+  std::size_t next = 0;
+  std::optional<std::string> mismatch;
+  std::function<void(Value&)> fill = [&](Value& v) {
+    if (auto* t = std::get_if<Tensor>(&v.variant())) {
+      if (next >= into.size()) { mismatch = "more tensors than recv_into was given"; return; }
+      const Tensor& dst = into[next++];
+      if (dst.dtype() != t->dtype() || dst.shape() != t->shape()) { mismatch = "a tensor's dtype or shape differs"; return; }
+      std::memcpy(dst.data(), t->data(), t->nbytes());
+      copied.fetch_add(t->nbytes(), std::memory_order_relaxed);
+      *t = dst;
+    } else if (auto* l = std::get_if<List>(&v.variant())) { for (auto& x : l->items) fill(x); }
+    else if (auto* u = std::get_if<Tuple>(&v.variant())) { for (auto& x : u->items) fill(x); }
+    else if (auto* d = std::get_if<Dict>(&v.variant())) { for (auto& [k, x] : d->items) { fill(k); fill(x); } }
+  };
+  fill(value);
+  return mismatch;
+}
+
+}  // namespace
+
+std::optional<Result<Received>> PeerState::take_queued_locked(RecvWaiter& waiter) {
+  if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
+  auto found = inbox_.find(waiter.tag);
   if (found != inbox_.end() && !found->second.empty()) {
     Received message = std::move(found->second.front());
     found->second.pop_front();
     unreceived_messages_ -= 1;
     unreceived_bytes_ -= message.wire_bytes;
-    waiter->done = true;
-    if (!waiter->into.empty()) {
-      // Already received into fresh storage: copy into the caller's tensors.
-      std::size_t next = 0;
-      std::optional<std::string> mismatch;
-      std::function<void(Value&)> fill = [&](Value& v) {
-        if (auto* t = std::get_if<Tensor>(&v.variant())) {
-          if (next >= waiter->into.size()) { mismatch = "more tensors than recv_into was given"; return; }
-          const Tensor& dst = waiter->into[next++];
-          if (dst.dtype() != t->dtype() || dst.shape() != t->shape()) { mismatch = "a tensor's dtype or shape differs"; return; }
-          std::memcpy(dst.data(), t->data(), t->nbytes());
-          impl_.stats.bytes_copied.fetch_add(t->nbytes(), std::memory_order_relaxed);
-          *t = dst;
-        } else if (auto* l = std::get_if<List>(&v.variant())) { for (auto& x : l->items) fill(x); }
-        else if (auto* u = std::get_if<Tuple>(&v.variant())) { for (auto& x : u->items) fill(x); }
-        else if (auto* d = std::get_if<Dict>(&v.variant())) { for (auto& [k, x] : d->items) { fill(k); fill(x); } }
-      };
-      fill(message.value);
-      if (mismatch) {
-        waiter->promise.complete(Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"});
-        resume_paused();
-        return;
-      }
-    }
-    waiter->promise.complete(std::move(message));
-    resume_paused();
-    return;
+    waiter.done = true;
+    return Result<Received>(std::move(message));
   }
   if (unreported_error_) {
-    waiter->done = true;
+    waiter.done = true;
     Error error = std::move(*unreported_error_);
     unreported_error_.reset();
-    waiter->promise.complete(Error{error.code, "earlier, while nothing was waiting: " + error.message});
-    return;
+    return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
   }
-  if (options.timeout) {
-    waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
-    waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
-      auto w = weak.lock();
-      if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
-    });
+  return std::nullopt;
+}
+
+void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
+  if (result.ok() && !waiter.into.empty()) {
+    // Already received into fresh storage: copy into the caller's tensors.
+    if (auto mismatch = fill_into(result.value().value, waiter.into, impl_.stats.bytes_copied))
+      result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
   }
-  waiters_[waiter->tag].push_back(std::move(waiter));
+  waiter.promise.complete(std::move(result));
+}
+
+bool PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter) {
+  // Caller's thread: a message that is already here, or parking the waiter, needs no hop to
+  // the loop (whose wake-up would cost a context switch on every recv). Timeouts and
+  // recv_into take the loop path (return false).
+  if (!waiter->into.empty()) return false;
+  std::optional<Result<Received>> taken;
+  {
+    std::lock_guard lock(recv_mutex_);
+    taken = take_queued_locked(*waiter);
+    if (!taken) {
+      waiters_[waiter->tag].push_back(waiter);
+      return true;
+    }
+  }
+  finish_taken(*waiter, std::move(*taken));
+  if (any_paused_.load(std::memory_order_acquire)) asio::post(impl_.io, [this] { resume_paused(); });
+  return true;
+}
+
+void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
+  std::optional<Result<Received>> taken;
+  {
+    std::lock_guard lock(recv_mutex_);
+    taken = take_queued_locked(*waiter);
+    if (!taken) {
+      if (options.timeout) {
+        waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
+        waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
+          auto w = weak.lock();
+          if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
+        });
+      }
+      waiters_[waiter->tag].push_back(std::move(waiter));
+      return;
+    }
+  }
+  finish_taken(*waiter, std::move(*taken));
+  resume_paused();
 }
 
 void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
-  // A waiter a frame is being read into completes with that frame (it owns the memory now).
-  if (waiter->done || waiter->claimed) return;
-  waiter->done = true;
+  {
+    std::lock_guard lock(recv_mutex_);
+    // A waiter a frame is being read into completes with that frame (it owns the memory now).
+    if (waiter->done || waiter->claimed) return;
+    waiter->done = true;
+    auto& queue = waiters_[waiter->tag];
+    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+  }
   waiter->timer.reset();
-  auto& queue = waiters_[waiter->tag];
-  queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
   waiter->promise.complete(std::move(error));
 }
 
 std::shared_ptr<RecvWaiter> PeerState::into_waiter_for(std::uint32_t tag) {
+  std::lock_guard lock(recv_mutex_);
   auto found = waiters_.find(tag);
   if (found == waiters_.end() || found->second.empty()) return nullptr;
   auto& front = found->second.front();
-  return front->into.empty() ? nullptr : front;
+  if (front->into.empty() || front->done) return nullptr;
+  return front;
 }
 
 void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result) {
-  auto& queue = waiters_[waiter->tag];
-  queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
-  waiter->done = true;
+  {
+    std::lock_guard lock(recv_mutex_);
+    auto& queue = waiters_[waiter->tag];
+    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+    waiter->done = true;
+  }
   waiter->timer.reset();
   waiter->promise.complete(std::move(result));
 }
 
 void PeerState::deliver(std::uint32_t tag, Received message) {
-  auto found = waiters_.find(tag);
-  if (found != waiters_.end()) {
-    auto& queue = found->second;
-    while (!queue.empty()) {
-      auto waiter = std::move(queue.front());
-      queue.pop_front();
-      if (waiter->done) continue;
-      waiter->done = true;
-      waiter->timer.reset();
-      waiter->promise.complete(std::move(message));
+  std::shared_ptr<RecvWaiter> waiter;
+  {
+    std::lock_guard lock(recv_mutex_);
+    auto found = waiters_.find(tag);
+    if (found != waiters_.end()) {
+      auto& queue = found->second;
+      while (!queue.empty() && !waiter) {
+        auto next = std::move(queue.front());
+        queue.pop_front();
+        if (next->done) continue;
+        next->done = true;
+        waiter = std::move(next);
+      }
+    }
+    if (!waiter) {
+      unreceived_messages_ += 1;
+      unreceived_bytes_ += message.wire_bytes;
+      inbox_[tag].push_back(std::move(message));
       return;
     }
   }
-  unreceived_messages_ += 1;
-  unreceived_bytes_ += message.wire_bytes;
-  inbox_[tag].push_back(std::move(message));
+  waiter->timer.reset();
+  waiter->promise.complete(std::move(message));
 }
 
 bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
   const CommConfig& c = impl_.spec.comm;
+  std::lock_guard lock(recv_mutex_);
   if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
     return false;
   paused_.push_back(connection);
+  any_paused_.store(true, std::memory_order_release);
   return true;
 }
 
 void PeerState::resume_paused() {
   const CommConfig& c = impl_.spec.comm;
-  if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
-      unreceived_bytes_ >= c.max_peer_unreceived_bytes)
-    return;
-  auto paused = std::move(paused_);
-  paused_.clear();
+  std::vector<std::shared_ptr<Connection>> paused;
+  {
+    std::lock_guard lock(recv_mutex_);
+    if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
+        unreceived_bytes_ >= c.max_peer_unreceived_bytes)
+      return;
+    paused = std::move(paused_);
+    paused_.clear();
+    any_paused_.store(false, std::memory_order_release);
+  }
   for (auto& connection : paused) connection->resume_reading();
+}
+
+std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked() {
+  std::vector<std::shared_ptr<RecvWaiter>> out;
+  for (auto& [tag, queue] : waiters_) {
+    for (auto& w : queue)
+      if (!w->done && !w->claimed) {
+        w->done = true;
+        out.push_back(w);
+      }
+    std::erase_if(queue, [](auto& w) { return w->done; });
+  }
+  return out;
 }
 
 void PeerState::close_all(const Error& error) {
@@ -507,14 +578,16 @@ void PeerState::close_all(const Error& error) {
     finish_active(asio::error::operation_aborted);
   }
   fail_sends(error);
-  for (auto& [tag, queue] : waiters_)
-    for (auto& w : queue) {
-      if (w->done) continue;
-      w->done = true;
-      w->timer.reset();
-      w->promise.complete(error);
-    }
-  waiters_.clear();
+  std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  {
+    std::lock_guard lock(recv_mutex_);
+    recv_closed_ = true;
+    waiting = take_waiters_locked();
+  }
+  for (auto& w : waiting) {
+    w->timer.reset();
+    w->promise.complete(error);
+  }
   auto connections = std::move(connections_);
   connections_.clear();
   for (auto& c : connections) c->send_close_and_stop();
