@@ -70,6 +70,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   void resume_reading();    // after a pause for the inbound bound
   void write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done);
   bool writing() const { return writing_; }
+  // Set once this side has written a DATA frame here; from then on the peer's messages keep
+  // to this connection (switching could reorder them at the receiver).
+  void mark_used() { used_.store(true, std::memory_order_relaxed); }
+  bool used() const { return used_.load(std::memory_order_relaxed); }
   // Any thread, under PeerState's inline mutex: see PeerState::send_from_caller.
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
     return stream_->try_write(buffers, ec);
@@ -97,6 +101,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool established_ = false;
   bool failed_ = false;
   bool writing_ = false;
+  std::atomic<bool> used_{false};
   bool paused_ = false;
   bool frame_in_progress_ = false;
   std::uint8_t header_[kHeaderSize];

@@ -45,6 +45,7 @@ Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> messa
   std::unique_lock lock(inline_mutex_);
   if (inline_connection_ && posted_sends_ == 0) {
     std::error_code ec;
+    inline_connection_->mark_used();
     std::size_t written = inline_connection_->try_write(message->gather(), ec);
     if (written == message->bytes()) {
       lock.unlock();
@@ -194,11 +195,15 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
 
 Connection* PeerState::send_connection() const {
   // Both sides send on the connection with the smallest connection_id (wire-v1.md), so
-  // simultaneous dials converge on one connection.
+  // simultaneous dials converge on one connection; but once messages went out on one, they
+  // stay on it while it lives: frames on two connections may be read in either order.
   Connection* best = nullptr;
-  for (const auto& c : connections_)
+  Connection* used = nullptr;
+  for (const auto& c : connections_) {
+    if (c->used() && (!used || c->connection_id() < used->connection_id())) used = c.get();
     if (!best || c->connection_id() < best->connection_id()) best = c.get();
-  return best;
+  }
+  return used ? used : best;
 }
 
 void PeerState::pump() {
@@ -216,6 +221,7 @@ void PeerState::pump_queue() {
   queue_.pop_front();
   active_->state = OutMessage::State::kActive;
   active_connection_ = connection;
+  connection->mark_used();
   if (pacer_.enabled()) return write_paced(active_, 0);
   connection->write(active_->gather(), [this, message = active_](std::error_code ec) {
     if (active_ == message) finish_active(ec);  // else it was completed when its connection died

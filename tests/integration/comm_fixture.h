@@ -42,15 +42,23 @@ struct Pair {
 
 // Two Comms, node-a and node-b, that know each other. Extra peers may be listed on both.
 inline Pair make_pair(CommConfig config_a = {}, CommConfig config_b = {}, std::vector<Peer> extra_peers = {}) {
-  Pair p;
-  p.peer_a = {"node-a", "127.0.0.1", free_port()};
-  p.peer_b = {"node-b", "127.0.0.1", free_port()};
-  std::vector<Peer> peers_a{p.peer_b}, peers_b{p.peer_a};
-  peers_a.insert(peers_a.end(), extra_peers.begin(), extra_peers.end());
-  peers_b.insert(peers_b.end(), extra_peers.begin(), extra_peers.end());
-  p.a = Comm::create({p.peer_a, peers_a, "127.0.0.1", config_a});
-  p.b = Comm::create({p.peer_b, peers_b, "127.0.0.1", config_b});
-  return p;
+  // A port free a moment ago can be taken meanwhile (e.g. as another socket's ephemeral
+  // port): pick new ports and try again.
+  for (int attempt = 0;; ++attempt) {
+    Pair p;
+    p.peer_a = {"node-a", "127.0.0.1", free_port()};
+    p.peer_b = {"node-b", "127.0.0.1", free_port()};
+    std::vector<Peer> peers_a{p.peer_b}, peers_b{p.peer_a};
+    peers_a.insert(peers_a.end(), extra_peers.begin(), extra_peers.end());
+    peers_b.insert(peers_b.end(), extra_peers.begin(), extra_peers.end());
+    try {
+      p.a = Comm::create({p.peer_a, peers_a, "127.0.0.1", config_a});
+      p.b = Comm::create({p.peer_b, peers_b, "127.0.0.1", config_b});
+      return p;
+    } catch (const ConnectionFailedError&) {
+      if (attempt == 10) throw;
+    }
+  }
 }
 
 // A blocking raw TCP client for hand-made frames.
