@@ -54,6 +54,9 @@ struct CommStats {
   std::uint64_t connections_dialed = 0;
   std::uint64_t connections_accepted = 0;
   std::uint64_t connections_rejected = 0;
+  // Messages read by the thread that was blocked in recv() for them (the receive fast path,
+  // docs/thread-model.md), not by the loop thread. Included in messages_received.
+  std::uint64_t messages_read_by_receivers = 0;
 };
 
 // Thread-safe. Every operation returns a Future; its callbacks run on the Comm's loop thread

@@ -20,6 +20,9 @@ namespace wcomm {
 using Poster = std::function<void(std::function<void()>)>;
 
 namespace detail {
+// Writes to an eventfd (defined in the library, to keep system headers out of this one).
+void signal_wake_fd(int fd);
+
 template <class T>
 struct FutureState {
   std::mutex mu;
@@ -29,6 +32,12 @@ struct FutureState {
   std::function<void(Result<T>)> callback;
   std::function<void()> cancel;  // asks the operation's owner to cancel; set by the owner
   Poster post;                   // where a late callback runs (never inline in then())
+  // Set by the owner: a thread about to block calls it first, and it may complete the
+  // operation on that thread (a recv reads its own message). It returns when the result is
+  // there, at the deadline, or when it cannot help; the thread then sleeps on cv.
+  std::function<void(std::chrono::steady_clock::time_point deadline)> help;
+  // An eventfd a helping thread sleeps on in poll(); completion writes to it.
+  std::atomic<int> wake_fd{-1};
 };
 }  // namespace detail
 
@@ -49,6 +58,7 @@ class Future {
   // Blocks until the result is there. (No spinning: on 2-core boards a spinning waiter
   // takes the core the loop thread needs, which measured slower and with 20x worse p99.)
   Result<T>& wait() {
+    if (state_->help && !ready()) state_->help(std::chrono::steady_clock::time_point::max());
     std::unique_lock lock(state_->mu);
     state_->cv.wait(lock, [&] { return state_->result.has_value(); });
     return *state_->result;
@@ -57,6 +67,9 @@ class Future {
   // The result if it is there within timeout, else nullopt (the operation goes on).
   template <class Rep, class Period>
   Result<T>* wait_for(std::chrono::duration<Rep, Period> timeout) {
+    if (state_->help && !ready())
+      state_->help(std::chrono::steady_clock::now() +
+                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout));
     std::unique_lock lock(state_->mu);
     if (!state_->cv.wait_for(lock, timeout, [&] { return state_->result.has_value(); })) return nullptr;
     return &*state_->result;
@@ -110,25 +123,48 @@ class Promise {
     state_->cancel = std::move(cancel);
   }
   bool done() const { return state_->ready.load(std::memory_order_acquire); }
+  // Owner only, before the future is handed out: see FutureState::help.
+  void set_helper(std::function<void(std::chrono::steady_clock::time_point)> help) { state_->help = std::move(help); }
+  // A helping thread about to poll() on fd (-1: no longer). Returns false if already done.
+  bool set_wake_fd(int fd) {
+    state_->wake_fd.store(fd);
+    return !done();
+  }
 
   // Sets the result (first call wins) and runs the callback, if any, on this thread with no
   // lock held. Returns false if a result was already set.
   bool complete(Result<T> result) {
+    auto callback = set_result(std::move(result));
+    if (!callback) return false;
+    if (*callback) (*callback)(*state_->result);
+    return true;
+  }
+  // Like complete, but a callback is handed to `defer` to run elsewhere (for results set on
+  // a thread where callbacks must not run).
+  bool complete_deferring_callback(Result<T> result, const std::function<void(std::function<void()>)>& defer) {
+    auto callback = set_result(std::move(result));
+    if (!callback) return false;
+    if (*callback) defer([state = state_, cb = std::move(*callback)] { cb(*state->result); });
+    return true;
+  }
+
+ private:
+  // Sets the result and wakes waiters; returns the callback to run (nullopt: already set).
+  std::optional<std::function<void(Result<T>)>> set_result(Result<T> result) {
     std::function<void(Result<T>)> callback;
     {
       std::lock_guard lock(state_->mu);
-      if (state_->result) return false;
+      if (state_->result) return std::nullopt;
       state_->result.emplace(std::move(result));
       state_->ready.store(true, std::memory_order_release);
       callback = std::move(state_->callback);
       state_->cancel = nullptr;
     }
     state_->cv.notify_all();
-    if (callback) callback(*state_->result);
-    return true;
+    if (int fd = state_->wake_fd.load(); fd >= 0) detail::signal_wake_fd(fd);
+    return callback;
   }
 
- private:
   std::shared_ptr<detail::FutureState<T>> state_;
 };
 

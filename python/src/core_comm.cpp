@@ -180,6 +180,7 @@ py::dict CoreComm::stats() const {
   out["connections_dialed"] = s.connections_dialed;
   out["connections_accepted"] = s.connections_accepted;
   out["connections_rejected"] = s.connections_rejected;
+  out["messages_read_by_receivers"] = s.messages_read_by_receivers;
   return out;
 }
 

@@ -157,7 +157,9 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
 
 namespace {
 
-Future<Received> submit_recv(Comm::Impl& impl, const Peer& peer, std::vector<Tensor> into, CommOptions options) {
+Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
+                             CommOptions options) {
+  Comm::Impl& impl = *owner;
   Poster post = impl.poster();
   PeerState* state = impl.find_peer(peer.node_id);
   if (!state)
@@ -173,7 +175,15 @@ Future<Received> submit_recv(Comm::Impl& impl, const Peer& peer, std::vector<Ten
       if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
     });
   });
-  if (!options.timeout && state->recv_from_caller(waiter)) return future;
+  if (!options.timeout && state->recv_from_caller(waiter)) {
+    // A thread that blocks on it reads the message itself (PeerState::help_recv).
+    waiter->promise.set_helper([weak_impl = std::weak_ptr(owner), state, weak = std::weak_ptr(waiter)](auto deadline) {
+      auto alive = weak_impl.lock();  // keeps the Comm's insides there while this thread reads
+      auto w = weak.lock();
+      if (alive && w && !alive->closed.load()) state->help_recv(w, deadline);
+    });
+    return future;
+  }
   asio::post(impl.io, [state, waiter = std::move(waiter), options] { state->submit_recv(waiter, options); });
   return future;
 }
@@ -181,14 +191,14 @@ Future<Received> submit_recv(Comm::Impl& impl, const Peer& peer, std::vector<Ten
 }  // namespace
 
 Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
-  return submit_recv(*impl_, peer, {}, options);
+  return submit_recv(impl_, peer, {}, options);
 }
 
 Future<Received> Comm::recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options) {
   if (into.empty())
     return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "recv_into needs at least one tensor"},
                                   impl_->poster());
-  return submit_recv(*impl_, peer, std::move(into), options);
+  return submit_recv(impl_, peer, std::move(into), options);
 }
 
 void Comm::register_record(const std::string& type_id, std::uint32_t version) {
@@ -209,8 +219,9 @@ void Comm::set_allocator(BufferAllocator allocator) {
 CommStats Comm::stats() const {
   const auto& s = impl_->stats;
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(s.messages_sent),   get(s.messages_received), get(s.wire_bytes_sent),   get(s.wire_bytes_received),
-          get(s.bytes_copied),    get(s.connections_dialed), get(s.connections_accepted), get(s.connections_rejected)};
+  return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
+          get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
+          get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers)};
 }
 
 }  // namespace wcomm

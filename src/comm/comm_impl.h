@@ -3,6 +3,7 @@
 // Impl marked "any thread". Loop-only functions end in FromLoop where it is not obvious.
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
@@ -54,10 +55,19 @@ struct RecvWaiter {
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
+  // Parked by the caller's thread (no timer, no recv_into): any thread may complete it.
+  // Others have loop-only parts and are completed on the loop.
+  bool from_caller = false;
 };
 
+// One byte stream to a peer. After the handshake its frames are read by a non-blocking pump
+// that one thread at a time runs under read_mutex_: the loop thread when the socket becomes
+// readable, or a caller's thread blocked in recv() (PeerState::help_recv), so that the kernel
+// wakes the thread that wants the message instead of the loop thread.
 class Connection : public std::enable_shared_from_this<Connection> {
  public:
+  enum class PumpResult { kDrained, kPaused, kFailed };
+
   Connection(Comm::Impl& impl, std::unique_ptr<transport::Stream> stream);
   ~Connection();
 
@@ -78,6 +88,12 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
     return stream_->try_write(buffers, ec);
   }
+  // A caller's thread takes the reading over (false if it cannot now), pumps and polls the
+  // descriptor, then hands the reading back to the loop.
+  bool begin_caller_read();
+  PumpResult pump_from_caller(const RecvWaiter& until);  // stops once `until` is complete
+  int descriptor() { return stream_->native_handle(); }
+  void end_caller_read(bool others_waiting);
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
   void fail(const Error& error, bool local);
   void send_close_and_stop();
@@ -88,11 +104,24 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string describe() const { return stream_->describe(); }
 
  private:
+  enum class Stage { kIdle, kHeader, kManifest, kSegments };
+  enum class HeadPeek { kNothing, kWhole, kPartial };
+
+  // Handshake reads (loop, asio).
   void read_header(std::function<void(const FrameHeader&)> next);
   void read_manifest(const FrameHeader& header, std::function<void()> next);
-  void read_next_frame();
-  void on_data_manifest(const FrameHeader& header);
-  Error read_error(std::error_code ec, const char* what) const;
+  Error read_error(std::error_code ec, const char* what, bool mid_frame) const;
+  // Frame reading (under read_mutex_).
+  PumpResult pump_locked(bool from_loop, const RecvWaiter* until);
+  bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
+  HeadPeek peek_head();
+  void on_header();
+  void on_data_manifest();
+  void finish_frame(bool from_loop);
+  // Loop side of reading.
+  void read_from_loop();
+  void arm_from_loop();
+  void close_stream();
 
   Comm::Impl& impl_;
   std::unique_ptr<transport::Stream> stream_;
@@ -102,12 +131,29 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool failed_ = false;
   bool writing_ = false;
   std::atomic<bool> used_{false};
-  bool paused_ = false;
-  bool frame_in_progress_ = false;
   std::uint8_t header_[kHeaderSize];
   std::vector<std::uint8_t> manifest_;
   std::function<void(std::optional<Error>)> handshake_done_;
   std::optional<asio::steady_timer> handshake_timer_;
+
+  // The frame being read, and who reads. Guarded by read_mutex_.
+  std::mutex read_mutex_;
+  Stage stage_ = Stage::kIdle;
+  std::size_t stage_bytes_ = 0;  // of the current stage, read so far
+  FrameHeader frame_header_{};
+  std::optional<DecodedData> frame_data_;
+  std::vector<asio::mutable_buffer> segment_buffers_;
+  std::size_t segment_bytes_ = 0;
+  std::array<std::uint8_t, 4096> head_peek_;
+  std::size_t peeked_head_bytes_ = 0;  // header + manifest taken from the peek, still unread
+  std::shared_ptr<RecvWaiter> frame_into_;  // a recv_into the frame is read into
+  std::optional<std::string> into_mismatch_;
+  std::optional<Error> read_failure_;  // sticky: the loop fails the connection with it
+  bool paused_ = false;
+  bool closing_ = false;  // the loop has ended the stream; a reading caller closes it last
+  std::atomic<bool> caller_reading_{false};
+  std::atomic<bool> loop_armed_{false};  // the loop waits for bytes
+  std::optional<asio::steady_timer> stand_down_timer_;  // loop only
 };
 
 class PeerState {
@@ -128,16 +174,19 @@ class PeerState {
   // Caller's thread: completes or parks a plain recv without waking the loop; false when the
   // recv needs the loop (timeout, recv_into).
   bool recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter);
+  // Caller's thread, about to block on a parked recv: reads the connection itself until the
+  // message is there or the deadline passes (see Connection). Returns early if it cannot.
+  void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
 
   void add_connection(std::shared_ptr<Connection> connection);
   void on_connection_lost(Connection& connection, const Error& error, bool local);
-  // A decoded message from one of this peer's connections.
-  void deliver(std::uint32_t tag, Received message);
+  // A decoded message from one of this peer's connections, read on the loop or not.
+  void deliver(std::uint32_t tag, Received message, bool from_loop);
   // The recv_into waiter a frame on tag should be read into, if the next waiter is one.
   std::shared_ptr<RecvWaiter> into_waiter_for(std::uint32_t tag);
-  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result);
+  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool from_loop);
   // Inbound bound: true if the connection must pause until the application drains.
   bool pause_if_full(const std::shared_ptr<Connection>& connection);
   void close_all(const Error& error);
@@ -157,6 +206,9 @@ class PeerState {
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   void resume_paused();
+  void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool from_loop);
+  void post_in_order(std::function<void()> fn);
+  void refresh_caller_read();
   std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
   std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked();
@@ -192,6 +244,11 @@ class PeerState {
   std::uint64_t unreceived_messages_ = 0;
   std::vector<std::shared_ptr<Connection>> paused_;
   std::optional<Error> unreported_error_;  // a refused frame's error that no recv has seen yet
+  // The connection a blocked caller may read itself: the only one, else none.
+  std::shared_ptr<Connection> caller_read_connection_;
+  // Completions handed to the loop by a reading caller, not run yet; while there are any,
+  // the loop queues its own behind them, so callbacks run in the order messages arrived.
+  std::atomic<std::uint64_t> deferred_completions_{0};
   bool closed_ = false;
 };
 
@@ -216,7 +273,7 @@ struct Comm::Impl {
   struct AtomicStats {
     std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
         wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
-        connections_rejected{0};
+        connections_rejected{0}, messages_read_by_receivers{0};
   } stats;
 
   Poster poster();
@@ -228,5 +285,7 @@ struct Comm::Impl {
 
 std::string new_connection_id();
 std::string seconds_text(double seconds);
+inline Clock::duration to_duration(Seconds s) { return std::chrono::duration_cast<Clock::duration>(s); }
+Error timeout_error(const char* what, const Peer& peer, Seconds timeout);
 
 }  // namespace wcomm

@@ -1,5 +1,6 @@
 // Connection: the COMM v1 handshake and the frame reader of one byte stream. Frames are read
-// as header, manifest, then segments straight into the storage the decoder allocated.
+// as header, manifest, then segments straight into the storage the decoder allocated, by a
+// non-blocking pump that the loop or a caller blocked in recv runs (see comm_impl.h).
 #include <spdlog/spdlog.h>
 
 #include <random>
@@ -24,10 +25,10 @@ Connection::Connection(Comm::Impl& impl, std::unique_ptr<transport::Stream> stre
 
 Connection::~Connection() = default;
 
-Error Connection::read_error(std::error_code ec, const char* what) const {
+Error Connection::read_error(std::error_code ec, const char* what, bool mid_frame) const {
   std::string who = peer_ ? "peer '" + peer_->peer().node_id + "'" : "the remote side";
   if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
-    if (!frame_in_progress_) return {ErrorCode::kConnectionClosed, who + " closed the connection"};
+    if (!mid_frame) return {ErrorCode::kConnectionClosed, who + " closed the connection"};
     return {ErrorCode::kConnectionClosed,
             who + " closed the connection mid-frame (while reading the " + std::string(what) + ")"};
   }
@@ -39,8 +40,7 @@ void Connection::read_header(std::function<void(const FrameHeader&)> next) {
   stream_->async_read({asio::buffer(header_, kHeaderSize)},
                       [self = shared_from_this(), next = std::move(next)](std::error_code ec, std::size_t) {
                         if (self->failed_) return;
-                        if (ec) return self->fail(self->read_error(ec, "frame header"), false);
-                        self->frame_in_progress_ = true;
+                        if (ec) return self->fail(self->read_error(ec, "frame header", false), false);
                         auto header = parse_header(self->header_, self->impl_.spec.comm);
                         if (!header) return self->fail(header.error(), false);
                         next(header.value());
@@ -52,7 +52,7 @@ void Connection::read_manifest(const FrameHeader& header, std::function<void()> 
   stream_->async_read({asio::buffer(manifest_)},
                       [self = shared_from_this(), next = std::move(next)](std::error_code ec, std::size_t) {
                         if (self->failed_) return;
-                        if (ec) return self->fail(self->read_error(ec, "manifest"), false);
+                        if (ec) return self->fail(self->read_error(ec, "manifest", true), false);
                         next();
                       });
 }
@@ -81,7 +81,6 @@ void Connection::handshake_as_dialer(PeerState& peer, std::function<void(std::op
                                                      "' / " + self->connection_id_},
                           false);
       self->established_ = true;
-      self->frame_in_progress_ = false;
       auto done = std::move(self->handshake_done_);
       done(std::nullopt);
     });
@@ -121,49 +120,189 @@ void Connection::handshake_as_acceptor(std::function<void(std::optional<Error>)>
       });
       self->handshake_timer_.reset();
       self->established_ = true;
-      self->frame_in_progress_ = false;
       auto done = std::move(self->handshake_done_);
       done(std::nullopt);
     });
   });
 }
 
-void Connection::start_reading() { read_next_frame(); }
+// ---- frame reading ----------------------------------------------------------------------
+
+void Connection::start_reading() { read_from_loop(); }  // bytes may already be waiting
 
 void Connection::resume_reading() {
-  if (!paused_ || failed_) return;
-  paused_ = false;
-  read_next_frame();
+  {
+    std::lock_guard lock(read_mutex_);
+    if (!paused_) return;
+    paused_ = false;
+  }
+  read_from_loop();
 }
 
-void Connection::read_next_frame() {
-  frame_in_progress_ = false;
-  if (peer_->pause_if_full(shared_from_this())) {
-    paused_ = true;  // TCP now pushes back on the sender until the application drains
+// The loop reads whenever no caller is reading. While one is, the loop stands down (it stops
+// watching the socket, which would wake it for every message the caller reads) and looks
+// again after kStandDown: then it reads what a caller left, or watches again. Watching
+// completes at once for bytes already there, so nothing waits unread for longer than that.
+namespace {
+constexpr auto kStandDown = std::chrono::milliseconds(1);
+}
+
+void Connection::read_from_loop() {
+  if (failed_) return;
+  if (caller_reading_.load()) {
+    stream_->stop_waiting_readable();
+    if (!stand_down_timer_) {
+      stand_down_timer_.emplace(impl_.io, kStandDown);
+      stand_down_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
+        self->stand_down_timer_.reset();
+        if (ec) return;
+        // Still reading: watch for bytes again, so that a long wait costs no timer wake-ups.
+        if (self->caller_reading_.load()) return self->arm_from_loop();
+        self->read_from_loop();
+      });
+    }
     return;
   }
-  read_header([self = shared_from_this()](const FrameHeader& header) {
-    switch (header.kind) {
-      case FrameKind::kData:
-        return self->read_manifest(header, [self, header] { self->on_data_manifest(header); });
-      case FrameKind::kClose:
-        return self->read_manifest(header, [self] {
-          self->frame_in_progress_ = false;
-          self->fail({ErrorCode::kConnectionClosed,
-                      "peer '" + self->peer_->peer().node_id + "' closed the connection"},
-                     false);
-        });
-      default:
-        return self->fail({ErrorCode::kProtocol, "unexpected frame kind " + std::to_string(int(header.kind)) +
-                                                     " after the handshake"},
-                          false);
-    }
+  PumpResult result;
+  std::optional<Error> failure;
+  {
+    std::lock_guard lock(read_mutex_);
+    result = pump_locked(true, nullptr);
+    failure = read_failure_;
+  }
+  if (result == PumpResult::kFailed) return fail(*failure, false);
+  arm_from_loop();
+}
+
+void Connection::arm_from_loop() {
+  if (failed_ || loop_armed_.exchange(true)) return;
+  stream_->async_wait_readable([self = shared_from_this()](std::error_code ec) {
+    self->loop_armed_.store(false);
+    // Other errors and the end of the stream are the pump's to find and report.
+    if (ec != asio::error::operation_aborted) self->read_from_loop();
   });
 }
 
-void Connection::on_data_manifest(const FrameHeader& header) {
+bool Connection::begin_caller_read() {
+  std::lock_guard lock(read_mutex_);
+  if (closing_ || paused_ || read_failure_ || caller_reading_.load()) return false;
+  caller_reading_.store(true);
+  return true;
+}
+
+Connection::PumpResult Connection::pump_from_caller(const RecvWaiter& until) {
+  std::lock_guard lock(read_mutex_);
+  return pump_locked(false, &until);
+}
+
+void Connection::end_caller_read(bool others_waiting) {
+  bool closing, failed;
+  {
+    std::lock_guard lock(read_mutex_);
+    caller_reading_.store(false);
+    closing = closing_;
+    failed = read_failure_.has_value();
+  }
+  // The loop may be standing down; it must look now if it has something to do: close or
+  // fail the connection, or read for other waiters (who would otherwise wait kStandDown).
+  if (!closing && !failed && !others_waiting) return;
+  std::weak_ptr<Connection> weak = weak_from_this();
+  asio::post(impl_.io, [weak, closing] {
+    auto self = weak.lock();
+    if (!self) return;
+    if (closing) return self->stream_->close();  // fail() left the descriptor to us
+    self->read_from_loop();
+  });
+}
+
+Connection::PumpResult Connection::pump_locked(bool from_loop, const RecvWaiter* until) {
+  // Each stage reads what the socket has; one that cannot complete ends the pump for now.
+  auto stopped = [&] { return read_failure_ ? PumpResult::kFailed : PumpResult::kDrained; };
+  while (!read_failure_) {
+    switch (stage_) {
+      case Stage::kIdle:
+        if (until && until->promise.done()) return PumpResult::kDrained;  // what the caller came for
+        if (paused_) return PumpResult::kPaused;
+        if (peer_->pause_if_full(shared_from_this())) {
+          paused_ = true;  // TCP now pushes back on the sender until the application drains
+          return PumpResult::kPaused;
+        }
+        stage_ = Stage::kHeader;
+        stage_bytes_ = 0;
+        continue;
+      case Stage::kHeader:
+        if (stage_bytes_ == 0) {
+          const HeadPeek peek = peek_head();
+          if (peek == HeadPeek::kNothing) return stopped();
+          if (peek == HeadPeek::kWhole) continue;
+        }
+        if (!read_stage({asio::buffer(header_, kHeaderSize)}, kHeaderSize, "frame header")) return stopped();
+        on_header();
+        continue;
+      case Stage::kManifest:
+        if (!read_stage({asio::buffer(manifest_)}, manifest_.size(), "manifest")) return stopped();
+        if (frame_header_.kind == FrameKind::kClose)
+          read_failure_ = Error{ErrorCode::kConnectionClosed, "peer '" + peer_->peer().node_id + "' closed the connection"};
+        else
+          on_data_manifest();
+        continue;
+      case Stage::kSegments:
+        if (!read_stage(segment_buffers_, segment_bytes_, "payload")) return stopped();
+        finish_frame(from_loop);
+        continue;
+    }
+  }
+  return PumpResult::kFailed;
+}
+
+// Reads more of the current stage; true once it is complete.
+bool Connection::read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what) {
+  std::error_code ec;
+  stage_bytes_ += stream_->try_read(buffers, stage_bytes_, ec);
+  if (stage_bytes_ == size) return true;
+  const bool mid_frame = !(stage_ == Stage::kHeader && stage_bytes_ == 0);
+  if (ec) read_failure_ = read_error(ec, what, mid_frame);
+  return false;
+}
+
+// A peek at the next frame usually holds its header and manifest whole: then they are read
+// together with the payload, one system call instead of three.
+Connection::HeadPeek Connection::peek_head() {
+  std::error_code ec;
+  const std::size_t got = stream_->try_peek(head_peek_.data(), head_peek_.size(), ec);
+  if (got == 0) return ec ? HeadPeek::kPartial : HeadPeek::kNothing;  // the read reports ec
+  if (got < kHeaderSize) return HeadPeek::kPartial;
+  auto header = parse_header(head_peek_.data(), impl_.spec.comm);
+  if (!header || header.value().kind != FrameKind::kData || kHeaderSize + header.value().manifest_size > got)
+    return HeadPeek::kPartial;  // the stage-by-stage reads take it (and report what is wrong)
+  frame_header_ = header.value();
+  const auto* manifest = head_peek_.data() + kHeaderSize;
+  manifest_.assign(manifest, manifest + frame_header_.manifest_size);
+  peeked_head_bytes_ = kHeaderSize + frame_header_.manifest_size;
+  on_data_manifest();
+  return HeadPeek::kWhole;
+}
+
+void Connection::on_header() {
+  auto header = parse_header(header_, impl_.spec.comm);
+  if (!header) {
+    read_failure_ = header.error();
+    return;
+  }
+  frame_header_ = header.value();
+  if (frame_header_.kind != FrameKind::kData && frame_header_.kind != FrameKind::kClose) {
+    read_failure_ = Error{ErrorCode::kProtocol,
+                          "unexpected frame kind " + std::to_string(int(frame_header_.kind)) + " after the handshake"};
+    return;
+  }
+  manifest_.resize(frame_header_.manifest_size);  // bounded by max_manifest_bytes in parse_header
+  stage_ = Stage::kManifest;
+  stage_bytes_ = 0;
+}
+
+void Connection::on_data_manifest() {
   // A pending recv_into on this tag takes the tensors straight into the caller's memory.
-  auto into = peer_->into_waiter_for(header.tag);
+  auto into = peer_->into_waiter_for(frame_header_.tag);
   std::size_t next_into = 0;
   std::optional<std::string> into_mismatch;
   CodecOptions options;
@@ -189,40 +328,55 @@ void Connection::on_data_manifest(const FrameHeader& header) {
     }
     return Buffer::allocate(spec.nbytes);
   };
-  auto decoded = decode_data_manifest(header, manifest_, options);
+  auto decoded = decode_data_manifest(frame_header_, manifest_, options);
   codec_lock.unlock();
-  if (!decoded) return fail(decoded.error(), false);
+  if (!decoded) {
+    peeked_head_bytes_ = 0;
+    read_failure_ = decoded.error();
+    return;
+  }
   if (into) into->claimed = true;
+  frame_into_ = std::move(into);
+  into_mismatch_ = std::move(into_mismatch);
+  frame_data_.emplace(std::move(decoded).value());
+  segment_buffers_.clear();
+  segment_bytes_ = 0;
+  if (peeked_head_bytes_) {  // header and manifest are still in the socket: read them over the peek
+    segment_buffers_.emplace_back(head_peek_.data(), peeked_head_bytes_);
+    segment_bytes_ = peeked_head_bytes_;
+    peeked_head_bytes_ = 0;
+  }
+  for (const Buffer& b : frame_data_->segments)
+    if (b.size()) {
+      segment_buffers_.emplace_back(b.data(), b.size());
+      segment_bytes_ += b.size();
+    }
+  stage_ = Stage::kSegments;
+  stage_bytes_ = 0;
+}
 
-  auto data = std::make_shared<DecodedData>(std::move(decoded).value());
-  std::vector<asio::mutable_buffer> buffers;
-  buffers.reserve(data->segments.size());
-  for (const Buffer& b : data->segments)
-    if (b.size()) buffers.emplace_back(b.data(), b.size());
-  auto finish = [self = shared_from_this(), header, data, into, into_mismatch](std::error_code ec, std::size_t) {
-    if (ec) {
-      Error error = self->failed_ ? Error{ErrorCode::kConnectionClosed, "connection closed while receiving"}
-                                  : self->read_error(ec, "payload");
-      if (into) self->peer_->complete_into_waiter(into, error);
-      if (!self->failed_) self->fail(error, false);
-      return;
-    }
-    Received message{std::move(data->root), std::move(data->piggypayload), header.message_id, header.frame_bytes()};
-    self->impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
-    self->impl_.stats.wire_bytes_received.fetch_add(header.frame_bytes(), std::memory_order_relaxed);
-    if (into) {
-      if (into_mismatch)
-        self->peer_->complete_into_waiter(
-            into, Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *into_mismatch + "; the message was dropped"});
-      else
-        self->peer_->complete_into_waiter(into, std::move(message));
-    } else {
-      self->peer_->deliver(header.tag, std::move(message));
-    }
-    if (!self->failed_) self->read_next_frame();
-  };
-  if (buffers.empty()) return finish({}, 0);
-  stream_->async_read(std::move(buffers), std::move(finish));
+void Connection::finish_frame(bool from_loop) {
+  const FrameHeader& header = frame_header_;
+  Received message{std::move(frame_data_->root), std::move(frame_data_->piggypayload), header.message_id,
+                   header.frame_bytes()};
+  frame_data_.reset();
+  segment_buffers_.clear();
+  stage_ = Stage::kIdle;
+  stage_bytes_ = 0;
+  impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
+  impl_.stats.wire_bytes_received.fetch_add(header.frame_bytes(), std::memory_order_relaxed);
+  if (!from_loop) impl_.stats.messages_read_by_receivers.fetch_add(1, std::memory_order_relaxed);
+  if (auto into = std::move(frame_into_)) {
+    frame_into_.reset();
+    if (into_mismatch_)
+      peer_->complete_into_waiter(
+          into, Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *into_mismatch_ + "; the message was dropped"},
+          from_loop);
+    else
+      peer_->complete_into_waiter(into, std::move(message), from_loop);
+  } else {
+    peer_->deliver(header.tag, std::move(message), from_loop);
+  }
 }
 
 void Connection::write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done) {
@@ -236,12 +390,26 @@ void Connection::write(std::vector<asio::const_buffer> buffers, std::function<vo
   });
 }
 
+void Connection::close_stream() {
+  stand_down_timer_.reset();
+  bool caller_reading;
+  {
+    std::lock_guard lock(read_mutex_);
+    closing_ = true;
+    caller_reading = caller_reading_.load();
+  }
+  // A caller may be polling the descriptor: end the stream (which wakes it) but leave the
+  // descriptor to it, so that it is not reused under its feet; it closes it when done.
+  if (caller_reading) stream_->shutdown();
+  else stream_->close();
+}
+
 void Connection::fail(const Error& error, bool local) {
   if (failed_) return;
   failed_ = true;
   handshake_timer_.reset();
   if (established_) peer_->disable_inline();  // no caller may be writing when the fd closes
-  stream_->close();
+  close_stream();
   if (!local && error.code == ErrorCode::kProtocol)
     spdlog::warn("wcomm[{}]: dropping {}: {}", impl_.spec.local.node_id, stream_->describe(), error.message);
   if (!established_) {
@@ -251,6 +419,13 @@ void Connection::fail(const Error& error, bool local) {
     }
     return;
   }
+  std::shared_ptr<RecvWaiter> into;
+  {
+    std::lock_guard lock(read_mutex_);
+    into = std::move(frame_into_);
+    frame_into_.reset();
+  }
+  if (into) peer_->complete_into_waiter(into, Error{ErrorCode::kConnectionClosed, error.message}, true);
   peer_->on_connection_lost(*this, error, local);
 }
 
@@ -261,7 +436,7 @@ void Connection::send_close_and_stop() {
     stream_->try_write_now(frame.data(), frame.size());
   }
   failed_ = true;
-  stream_->close();
+  close_stream();
 }
 
 }  // namespace wcomm

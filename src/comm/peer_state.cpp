@@ -1,5 +1,5 @@
-// PeerState: one peer's bounded FIFO send queue and writer, its dialing with backoff, and
-// its tag-matched inbox. Loop thread only.
+// PeerState: one peer's bounded FIFO send queue and writer, its dialing with backoff, and its
+// connections. Loop thread, except the send fast path. The receive side is peer_receive.cpp.
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
@@ -8,16 +8,10 @@
 #include "comm/comm_impl.h"
 
 namespace wcomm {
-namespace {
-
-Clock::duration to_duration(Seconds s) { return std::chrono::duration_cast<Clock::duration>(s); }
-
 Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
   return {ErrorCode::kOperationTimeout, std::string(what) + " to/from '" + peer.node_id + "' timed out after " +
                                             seconds_text(timeout.count()) + " s"};
 }
-
-}  // namespace
 
 std::vector<asio::const_buffer> OutMessage::gather() const {
   std::vector<asio::const_buffer> buffers;
@@ -342,6 +336,7 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
 void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   if (closed_) return connection->send_close_and_stop();
   connections_.push_back(connection);
+  refresh_caller_read();
   connection->start_reading();
   pump();
 }
@@ -351,6 +346,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   if (it == connections_.end()) return;
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
+  refresh_caller_read();
   paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
   if (active_connection_ == &connection) {
     // The stream is closed: complete the active message now rather than when the aborted
@@ -378,201 +374,6 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   pump();
 }
 
-// ---- receive side ----------------------------------------------------------------------
-// inbox_, waiters_, the unreceived counters and unreported_error_ are shared with callers'
-// threads (recv_from_caller) under recv_mutex_. Promises are completed after it is released:
-// a completion callback may call recv() again.
-
-namespace {
-
-// Copies an already received message's tensors into recv_into destinations.
-std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& into, std::atomic<std::uint64_t>& copied) {
-  std::size_t next = 0;
-  std::optional<std::string> mismatch;
-  std::function<void(Value&)> fill = [&](Value& v) {
-    if (auto* t = std::get_if<Tensor>(&v.variant())) {
-      if (next >= into.size()) { mismatch = "more tensors than recv_into was given"; return; }
-      const Tensor& dst = into[next++];
-      if (dst.dtype() != t->dtype() || dst.shape() != t->shape()) { mismatch = "a tensor's dtype or shape differs"; return; }
-      std::memcpy(dst.data(), t->data(), t->nbytes());
-      copied.fetch_add(t->nbytes(), std::memory_order_relaxed);
-      *t = dst;
-    } else if (auto* l = std::get_if<List>(&v.variant())) { for (auto& x : l->items) fill(x); }
-    else if (auto* u = std::get_if<Tuple>(&v.variant())) { for (auto& x : u->items) fill(x); }
-    else if (auto* d = std::get_if<Dict>(&v.variant())) { for (auto& [k, x] : d->items) { fill(k); fill(x); } }
-  };
-  fill(value);
-  return mismatch;
-}
-
-}  // namespace
-
-std::optional<Result<Received>> PeerState::take_queued_locked(RecvWaiter& waiter) {
-  if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
-  auto found = inbox_.find(waiter.tag);
-  if (found != inbox_.end() && !found->second.empty()) {
-    Received message = std::move(found->second.front());
-    found->second.pop_front();
-    unreceived_messages_ -= 1;
-    unreceived_bytes_ -= message.wire_bytes;
-    waiter.done = true;
-    return Result<Received>(std::move(message));
-  }
-  if (unreported_error_) {
-    waiter.done = true;
-    Error error = std::move(*unreported_error_);
-    unreported_error_.reset();
-    return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
-  }
-  return std::nullopt;
-}
-
-void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
-  if (result.ok() && !waiter.into.empty()) {
-    // Already received into fresh storage: copy into the caller's tensors.
-    if (auto mismatch = fill_into(result.value().value, waiter.into, impl_.stats.bytes_copied))
-      result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
-  }
-  waiter.promise.complete(std::move(result));
-}
-
-bool PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter) {
-  // Caller's thread: a message that is already here, or parking the waiter, needs no hop to
-  // the loop (whose wake-up would cost a context switch on every recv). Timeouts and
-  // recv_into take the loop path (return false).
-  if (!waiter->into.empty()) return false;
-  std::optional<Result<Received>> taken;
-  {
-    std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(*waiter);
-    if (!taken) {
-      waiters_[waiter->tag].push_back(waiter);
-      return true;
-    }
-  }
-  finish_taken(*waiter, std::move(*taken));
-  if (any_paused_.load(std::memory_order_acquire)) asio::post(impl_.io, [this] { resume_paused(); });
-  return true;
-}
-
-void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
-  std::optional<Result<Received>> taken;
-  {
-    std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(*waiter);
-    if (!taken) {
-      if (options.timeout) {
-        waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
-        waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
-          auto w = weak.lock();
-          if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
-        });
-      }
-      waiters_[waiter->tag].push_back(std::move(waiter));
-      return;
-    }
-  }
-  finish_taken(*waiter, std::move(*taken));
-  resume_paused();
-}
-
-void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
-  {
-    std::lock_guard lock(recv_mutex_);
-    // A waiter a frame is being read into completes with that frame (it owns the memory now).
-    if (waiter->done || waiter->claimed) return;
-    waiter->done = true;
-    auto& queue = waiters_[waiter->tag];
-    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
-  }
-  waiter->timer.reset();
-  waiter->promise.complete(std::move(error));
-}
-
-std::shared_ptr<RecvWaiter> PeerState::into_waiter_for(std::uint32_t tag) {
-  std::lock_guard lock(recv_mutex_);
-  auto found = waiters_.find(tag);
-  if (found == waiters_.end() || found->second.empty()) return nullptr;
-  auto& front = found->second.front();
-  if (front->into.empty() || front->done) return nullptr;
-  return front;
-}
-
-void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result) {
-  {
-    std::lock_guard lock(recv_mutex_);
-    auto& queue = waiters_[waiter->tag];
-    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
-    waiter->done = true;
-  }
-  waiter->timer.reset();
-  waiter->promise.complete(std::move(result));
-}
-
-void PeerState::deliver(std::uint32_t tag, Received message) {
-  std::shared_ptr<RecvWaiter> waiter;
-  {
-    std::lock_guard lock(recv_mutex_);
-    auto found = waiters_.find(tag);
-    if (found != waiters_.end()) {
-      auto& queue = found->second;
-      while (!queue.empty() && !waiter) {
-        auto next = std::move(queue.front());
-        queue.pop_front();
-        if (next->done) continue;
-        next->done = true;
-        waiter = std::move(next);
-      }
-    }
-    if (!waiter) {
-      unreceived_messages_ += 1;
-      unreceived_bytes_ += message.wire_bytes;
-      inbox_[tag].push_back(std::move(message));
-      return;
-    }
-  }
-  waiter->timer.reset();
-  waiter->promise.complete(std::move(message));
-}
-
-bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
-  const CommConfig& c = impl_.spec.comm;
-  std::lock_guard lock(recv_mutex_);
-  if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
-    return false;
-  paused_.push_back(connection);
-  any_paused_.store(true, std::memory_order_release);
-  return true;
-}
-
-void PeerState::resume_paused() {
-  const CommConfig& c = impl_.spec.comm;
-  std::vector<std::shared_ptr<Connection>> paused;
-  {
-    std::lock_guard lock(recv_mutex_);
-    if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
-        unreceived_bytes_ >= c.max_peer_unreceived_bytes)
-      return;
-    paused = std::move(paused_);
-    paused_.clear();
-    any_paused_.store(false, std::memory_order_release);
-  }
-  for (auto& connection : paused) connection->resume_reading();
-}
-
-std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked() {
-  std::vector<std::shared_ptr<RecvWaiter>> out;
-  for (auto& [tag, queue] : waiters_) {
-    for (auto& w : queue)
-      if (!w->done && !w->claimed) {
-        w->done = true;
-        out.push_back(w);
-      }
-    std::erase_if(queue, [](auto& w) { return w->done; });
-  }
-  return out;
-}
-
 void PeerState::close_all(const Error& error) {
   if (closed_) return;
   disable_inline();
@@ -596,6 +397,7 @@ void PeerState::close_all(const Error& error) {
   }
   auto connections = std::move(connections_);
   connections_.clear();
+  refresh_caller_read();
   for (auto& c : connections) c->send_close_and_stop();
 }
 

@@ -61,6 +61,22 @@ inline Pair make_pair(CommConfig config_a = {}, CommConfig config_b = {}, std::v
   }
 }
 
+// The operation's result, failing the test if it takes longer than limit.
+template <class T>
+Result<T> wait_result(Future<T> f, std::chrono::seconds limit = 10s) {
+  Result<T>* r = f.wait_for(limit);
+  if (!r) {
+    ADD_FAILURE() << "operation did not complete within " << limit.count() << " s";
+    return Error{ErrorCode::kOperationTimeout, "test limit"};
+  }
+  return *r;
+}
+
+template <class T>
+T wait_value(Future<T> f, std::chrono::seconds limit = 10s) {
+  return wait_result(std::move(f), limit).value();
+}
+
 // A blocking raw TCP client for hand-made frames.
 class RawClient {
  public:

@@ -9,21 +9,6 @@
 namespace wcomm::testing {
 namespace {
 
-template <class T>
-Result<T> wait_result(Future<T> f, std::chrono::seconds limit = 10s) {
-  Result<T>* r = f.wait_for(limit);
-  if (!r) {
-    ADD_FAILURE() << "operation did not complete within " << limit.count() << " s";
-    return Error{ErrorCode::kOperationTimeout, "test limit"};
-  }
-  return *r;
-}
-
-template <class T>
-T wait_value(Future<T> f, std::chrono::seconds limit = 10s) {
-  return wait_result(std::move(f), limit).value();
-}
-
 TEST(CommDirectory, PeerLookup) {
   auto p = make_pair();
   EXPECT_EQ(p.a->peer("node-b"), p.peer_b);

@@ -1,0 +1,276 @@
+// PeerState's receive side: the tag-matched inbox, recv waiters, the inbound bound, and the
+// caller's-thread paths (recv_from_caller, help_recv).
+//
+// inbox_, waiters_, the unreceived counters and unreported_error_ are shared with callers'
+// threads under recv_mutex_. Promises are completed after it is released: a completion
+// callback may call recv() again.
+#include <poll.h>
+
+#include <algorithm>
+#include <cstring>
+
+#include "comm/comm_impl.h"
+#include "comm/thread_wake.h"
+
+namespace wcomm {
+
+namespace {
+
+// Copies an already received message's tensors into recv_into destinations.
+std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& into, std::atomic<std::uint64_t>& copied) {
+  std::size_t next = 0;
+  std::optional<std::string> mismatch;
+  std::function<void(Value&)> fill = [&](Value& v) {
+    if (auto* t = std::get_if<Tensor>(&v.variant())) {
+      if (next >= into.size()) { mismatch = "more tensors than recv_into was given"; return; }
+      const Tensor& dst = into[next++];
+      if (dst.dtype() != t->dtype() || dst.shape() != t->shape()) { mismatch = "a tensor's dtype or shape differs"; return; }
+      std::memcpy(dst.data(), t->data(), t->nbytes());
+      copied.fetch_add(t->nbytes(), std::memory_order_relaxed);
+      *t = dst;
+    } else if (auto* l = std::get_if<List>(&v.variant())) { for (auto& x : l->items) fill(x); }
+    else if (auto* u = std::get_if<Tuple>(&v.variant())) { for (auto& x : u->items) fill(x); }
+    else if (auto* d = std::get_if<Dict>(&v.variant())) { for (auto& [k, x] : d->items) { fill(k); fill(x); } }
+  };
+  fill(value);
+  return mismatch;
+}
+
+}  // namespace
+
+std::optional<Result<Received>> PeerState::take_queued_locked(RecvWaiter& waiter) {
+  if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
+  auto found = inbox_.find(waiter.tag);
+  if (found != inbox_.end() && !found->second.empty()) {
+    Received message = std::move(found->second.front());
+    found->second.pop_front();
+    unreceived_messages_ -= 1;
+    unreceived_bytes_ -= message.wire_bytes;
+    waiter.done = true;
+    return Result<Received>(std::move(message));
+  }
+  if (unreported_error_) {
+    waiter.done = true;
+    Error error = std::move(*unreported_error_);
+    unreported_error_.reset();
+    return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
+  }
+  return std::nullopt;
+}
+
+void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
+  if (result.ok() && !waiter.into.empty()) {
+    // Already received into fresh storage: copy into the caller's tensors.
+    if (auto mismatch = fill_into(result.value().value, waiter.into, impl_.stats.bytes_copied))
+      result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
+  }
+  waiter.promise.complete(std::move(result));
+}
+
+bool PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter) {
+  // Caller's thread: a message that is already here, or parking the waiter, needs no hop to
+  // the loop (whose wake-up would cost a context switch on every recv). Timeouts and
+  // recv_into take the loop path (return false).
+  if (!waiter->into.empty()) return false;
+  waiter->from_caller = true;
+  std::optional<Result<Received>> taken;
+  {
+    std::lock_guard lock(recv_mutex_);
+    taken = take_queued_locked(*waiter);
+    if (!taken) {
+      waiters_[waiter->tag].push_back(waiter);
+      return true;
+    }
+  }
+  finish_taken(*waiter, std::move(*taken));
+  if (any_paused_.load(std::memory_order_acquire)) asio::post(impl_.io, [this] { resume_paused(); });
+  return true;
+}
+
+void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
+  // A thread blocked on a parked recv reads the connection itself, so the kernel wakes it
+  // when the message comes, instead of waking the loop to read it and then this thread.
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(recv_mutex_);
+    if (waiter->done) return;
+    connection = caller_read_connection_;
+  }
+  const int wake = this_thread_wake_fd();
+  if (!connection || wake < 0 || !connection->begin_caller_read()) return;
+  // Poll first: when the message is not here yet (the usual case), a read would only fail.
+  while (!waiter->promise.done()) {
+    int timeout_ms = -1;
+    if (deadline != Clock::time_point::max()) {
+      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      if (left <= 0) break;
+      timeout_ms = static_cast<int>(std::min<long long>(left, 1 << 30));
+    }
+    if (!waiter->promise.set_wake_fd(wake)) break;
+    pollfd fds[2] = {{connection->descriptor(), POLLIN, 0}, {wake, POLLIN, 0}};
+    const int ready = ::poll(fds, 2, timeout_ms);
+    waiter->promise.set_wake_fd(-1);
+    if (fds[1].revents) clear_wake_fd(wake);
+    if (ready == 0) break;  // the deadline
+    if (connection->pump_from_caller(*waiter) != Connection::PumpResult::kDrained) break;
+  }
+  bool others_waiting;
+  {
+    std::lock_guard lock(recv_mutex_);
+    others_waiting = std::any_of(waiters_.begin(), waiters_.end(), [](const auto& entry) {
+      return std::any_of(entry.second.begin(), entry.second.end(), [](const auto& w) { return !w->done; });
+    });
+  }
+  connection->end_caller_read(others_waiting);
+}
+
+void PeerState::refresh_caller_read() {
+  std::lock_guard lock(recv_mutex_);
+  caller_read_connection_ = connections_.size() == 1 && !closed_ ? connections_.front() : nullptr;
+}
+
+void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
+  std::optional<Result<Received>> taken;
+  {
+    std::lock_guard lock(recv_mutex_);
+    taken = take_queued_locked(*waiter);
+    if (!taken) {
+      if (options.timeout) {
+        waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
+        waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
+          auto w = weak.lock();
+          if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
+        });
+      }
+      waiters_[waiter->tag].push_back(std::move(waiter));
+      return;
+    }
+  }
+  finish_taken(*waiter, std::move(*taken));
+  resume_paused();
+}
+
+void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
+  {
+    std::lock_guard lock(recv_mutex_);
+    // A waiter a frame is being read into completes with that frame (it owns the memory now).
+    if (waiter->done || waiter->claimed) return;
+    waiter->done = true;
+    auto& queue = waiters_[waiter->tag];
+    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+  }
+  waiter->timer.reset();
+  waiter->promise.complete(std::move(error));
+}
+
+std::shared_ptr<RecvWaiter> PeerState::into_waiter_for(std::uint32_t tag) {
+  std::lock_guard lock(recv_mutex_);
+  auto found = waiters_.find(tag);
+  if (found == waiters_.end() || found->second.empty()) return nullptr;
+  auto& front = found->second.front();
+  if (front->into.empty() || front->done) return nullptr;
+  return front;
+}
+
+void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result,
+                                     bool from_loop) {
+  {
+    std::lock_guard lock(recv_mutex_);
+    auto& queue = waiters_[waiter->tag];
+    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+    waiter->done = true;
+  }
+  complete_recv(waiter, std::move(result), from_loop);
+}
+
+void PeerState::deliver(std::uint32_t tag, Received message, bool from_loop) {
+  std::shared_ptr<RecvWaiter> waiter;
+  {
+    std::lock_guard lock(recv_mutex_);
+    auto found = waiters_.find(tag);
+    if (found != waiters_.end()) {
+      auto& queue = found->second;
+      while (!queue.empty() && !waiter) {
+        auto next = std::move(queue.front());
+        queue.pop_front();
+        if (next->done) continue;
+        next->done = true;
+        waiter = std::move(next);
+      }
+    }
+    if (!waiter) {
+      unreceived_messages_ += 1;
+      unreceived_bytes_ += message.wire_bytes;
+      inbox_[tag].push_back(std::move(message));
+      return;
+    }
+  }
+  complete_recv(std::move(waiter), std::move(message), from_loop);
+}
+
+// Called by a connection's reader under its read mutex, so in arrival order. On the loop a
+// waiter completes at once, unless completions a caller handed over are still pending: then
+// behind them. On a caller's thread the result is set at once where the waiter allows it,
+// but callbacks and timers belong to the loop, so they go there, in order.
+void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool from_loop) {
+  if (from_loop && deferred_completions_.load() == 0) {
+    waiter->timer.reset();
+    waiter->promise.complete(std::move(result));
+  } else if (from_loop || !waiter->from_caller) {
+    post_in_order([waiter, result = std::move(result)]() mutable {
+      waiter->timer.reset();
+      waiter->promise.complete(std::move(result));
+    });
+  } else {
+    waiter->promise.complete_deferring_callback(std::move(result),
+                                                [this](std::function<void()> fn) { post_in_order(std::move(fn)); });
+  }
+}
+
+void PeerState::post_in_order(std::function<void()> fn) {
+  deferred_completions_.fetch_add(1);
+  asio::post(impl_.io, [this, fn = std::move(fn)] {
+    fn();
+    deferred_completions_.fetch_sub(1);
+  });
+}
+
+bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
+  const CommConfig& c = impl_.spec.comm;
+  std::lock_guard lock(recv_mutex_);
+  if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
+    return false;
+  paused_.push_back(connection);
+  any_paused_.store(true, std::memory_order_release);
+  return true;
+}
+
+void PeerState::resume_paused() {
+  const CommConfig& c = impl_.spec.comm;
+  std::vector<std::shared_ptr<Connection>> paused;
+  {
+    std::lock_guard lock(recv_mutex_);
+    if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
+        unreceived_bytes_ >= c.max_peer_unreceived_bytes)
+      return;
+    paused = std::move(paused_);
+    paused_.clear();
+    any_paused_.store(false, std::memory_order_release);
+  }
+  for (auto& connection : paused) connection->resume_reading();
+}
+
+std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked() {
+  std::vector<std::shared_ptr<RecvWaiter>> out;
+  for (auto& [tag, queue] : waiters_) {
+    for (auto& w : queue)
+      if (!w->done && !w->claimed) {
+        w->done = true;
+        out.push_back(w);
+      }
+    std::erase_if(queue, [](auto& w) { return w->done; });
+  }
+  return out;
+}
+
+}  // namespace wcomm

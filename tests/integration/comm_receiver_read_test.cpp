@@ -1,0 +1,194 @@
+// The receive fast path: a thread blocked in recv() reads its message from the socket itself
+// (PeerState::help_recv), while the loop stands down. These tests pin down what it must not
+// break: other waiters and callbacks, order, cancel, timeouts, close and peer failures.
+#include <atomic>
+#include <future>
+#include <thread>
+
+#include "comm_fixture.h"
+
+namespace wcomm::testing {
+namespace {
+
+// A pair whose connection is up (so that a recv has a connection to read).
+Pair connected_pair(CommConfig config_b = {}) {
+  auto p = make_pair({}, config_b);
+  wait_value(p.a->send(Value("hello"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("hello"));
+  return p;
+}
+
+// Runs fn on a new thread and returns its future; gives the thread time to block.
+template <class Fn>
+auto on_blocked_thread(Fn fn) {
+  auto result = std::async(std::launch::async, std::move(fn));
+  std::this_thread::sleep_for(100ms);
+  return result;
+}
+
+TEST(CommReceiverRead, BlockedRecvReadsItsOwnMessage) {
+  auto p = connected_pair();
+  const auto before = p.b->stats().messages_read_by_receivers;
+  auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });
+  wait_value(p.a->send(Dict{{"n", 7}}, p.a->peer("node-b")));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value(Dict{{"n", 7}}));
+  EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 1);
+}
+
+TEST(CommReceiverRead, LargeTensorIsReadByTheReceiver) {
+  auto p = connected_pair();
+  Tensor t = Tensor::zeros(DType::kFloat32, {16 << 20});  // 64 MiB
+  reinterpret_cast<float*>(t.data())[12345] = 2.5f;
+  auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });
+  wait_value(p.a->send(t, p.a->peer("node-b")), 60s);
+  ASSERT_EQ(got.wait_for(60s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value(t));
+  EXPECT_GE(p.b->stats().messages_read_by_receivers, 1u);
+}
+
+TEST(CommReceiverRead, MessagesForOtherWaitersReachThemInOrder) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  auto reader = on_blocked_thread([&] { return p.b->recv(a, {.tag = 1}).get(); });
+  auto other = on_blocked_thread([&] { return p.b->recv(a, {.tag = 2}).get(); });
+  for (int i = 0; i < 3; ++i) wait_value(p.a->send(Value(i), p.a->peer("node-b"), {}, {.tag = 2}));
+  wait_value(p.a->send(Value("mine"), p.a->peer("node-b"), {}, {.tag = 1}));
+  ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
+  ASSERT_EQ(other.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(reader.get().value, Value("mine"));
+  EXPECT_EQ(other.get().value, Value(0));
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 2})).value, Value(1));
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 2})).value, Value(2));
+}
+
+TEST(CommReceiverRead, CallbacksRunOnTheLoopThreadInArrivalOrder) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  std::mutex mu;
+  std::vector<Value> order;
+  std::vector<std::thread::id> threads;
+  std::promise<void> both;
+  for (int i = 0; i < 2; ++i)
+    p.b->recv(a, {.tag = 7}).then([&](Result<Received> r) {
+      std::lock_guard lock(mu);
+      order.push_back(r.value().value);
+      threads.push_back(std::this_thread::get_id());
+      if (order.size() == 2) both.set_value();
+    });
+  auto reader = on_blocked_thread([&] {
+    auto id = std::this_thread::get_id();
+    p.b->recv(a, {.tag = 1}).get();
+    return id;
+  });
+  // Both callback messages arrive before the reader's, so the reader reads them.
+  wait_value(p.a->send(Value("first"), p.a->peer("node-b"), {}, {.tag = 7}));
+  wait_value(p.a->send(Value("second"), p.a->peer("node-b"), {}, {.tag = 7}));
+  wait_value(p.a->send(Value("reader"), p.a->peer("node-b"), {}, {.tag = 1}));
+  ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
+  const auto reader_id = reader.get();
+  ASSERT_EQ(both.get_future().wait_for(10s), std::future_status::ready);
+  std::lock_guard lock(mu);
+  EXPECT_EQ(order, (std::vector<Value>{Value("first"), Value("second")}));
+  for (auto id : threads) {
+    EXPECT_NE(id, reader_id);  // callbacks belong to the loop thread
+    EXPECT_NE(id, std::this_thread::get_id());
+  }
+}
+
+TEST(CommReceiverRead, MessageAfterTheReadersOwnReachesACallbackPromptly) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  std::promise<Value> later;
+  auto reader = on_blocked_thread([&] { return p.b->recv(a, {.tag = 1}).get(); });
+  p.b->recv(a, {.tag = 2}).then([&](Result<Received> r) { later.set_value(r.value().value); });
+  // Sent back to back: the reader stops after its own, leaving the next one to the loop.
+  auto s1 = p.a->send(Value("reader"), p.a->peer("node-b"), {}, {.tag = 1});
+  auto s2 = p.a->send(Value("callback"), p.a->peer("node-b"), {}, {.tag = 2});
+  wait_value(std::move(s1));
+  wait_value(std::move(s2));
+  ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(reader.get().value, Value("reader"));
+  auto f = later.get_future();
+  ASSERT_EQ(f.wait_for(5s), std::future_status::ready);
+  EXPECT_EQ(f.get(), Value("callback"));
+}
+
+TEST(CommReceiverRead, CancelWakesTheReaderAndLosesNothing) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  auto pending = p.b->recv(a);
+  auto waited = on_blocked_thread([&] { return pending.wait().ok(); });
+  pending.cancel();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(waited.get());
+  EXPECT_THROW(pending.get(), CancelledError);
+  wait_value(p.a->send(Value("after"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(a)).value, Value("after"));
+}
+
+TEST(CommReceiverRead, WaitForReturnsAtItsDeadlineAndTheRecvGoesOn) {
+  auto p = connected_pair();
+  auto pending = p.b->recv(p.b->peer("node-a"));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pending.wait_for(200ms), nullptr);
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 190ms);
+  wait_value(p.a->send(Value("late"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(std::move(pending)).value, Value("late"));
+}
+
+TEST(CommReceiverRead, PeerClosingFailsTheReader) {
+  auto p = connected_pair();
+  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
+  p.a->close();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  auto r = waited.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+}
+
+TEST(CommReceiverRead, ClosingTheCommFailsTheReader) {
+  auto p = connected_pair();
+  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
+  p.b->close();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  auto r = waited.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kClosed);
+}
+
+TEST(CommReceiverRead, InboundBoundStillPushesBack) {
+  CommConfig receiver;
+  receiver.max_peer_unreceived_messages = 2;
+  auto p = connected_pair(receiver);
+  const Peer& a = p.b->peer("node-a");
+  std::vector<Future<SendResult>> sends;
+  for (int i = 0; i < 20; ++i) sends.push_back(p.a->send(Value(i), p.a->peer("node-b"), {}, {.tag = 2}));
+  // Tag 1 comes last, behind a full inbox: the reader stops at the bound, and gets its
+  // message once the other tag is drained.
+  sends.push_back(p.a->send(Value("last"), p.a->peer("node-b"), {}, {.tag = 1}));
+  auto reader = on_blocked_thread([&] { return p.b->recv(a, {.tag = 1}).get(); });
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 2})).value, Value(i));
+  ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(reader.get().value, Value("last"));
+  for (auto& f : sends) wait_value(std::move(f));
+}
+
+TEST(CommReceiverRead, PingPongFromTwoThreadsKeepsEveryMessage) {
+  auto p = connected_pair();
+  constexpr int kRounds = 2000;
+  auto echo = std::async(std::launch::async, [&] {
+    const Peer& a = p.b->peer("node-a");
+    for (int i = 0; i < kRounds; ++i) p.b->send(p.b->recv(a).get().value, a).get();
+  });
+  const Peer& b = p.a->peer("node-b");
+  for (int i = 0; i < kRounds; ++i) {
+    p.a->send(Value(i), b).get();
+    ASSERT_EQ(p.a->recv(b).get().value, Value(i));
+  }
+  ASSERT_EQ(echo.wait_for(10s), std::future_status::ready);
+  EXPECT_GT(p.a->stats().messages_read_by_receivers, kRounds / 2u);
+}
+
+}  // namespace
+}  // namespace wcomm::testing
