@@ -86,18 +86,41 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
   return py::make_tuple(op_id, ctx.keepalive.empty() ? py::object(py::none()) : py::object(ctx.keepalive), py::none());
 }
 
-std::uint64_t CoreComm::recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout,
-                             int tensor_mode) {
+py::tuple CoreComm::recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout, int tensor_mode,
+                         int wait_us) {
   const Peer& src = comm_->peer(peer);
-  const std::uint64_t op_id = next_op_++;
+  const auto mode = static_cast<TensorMode>(tensor_mode);
   Future<Received> future;
   {
     py::gil_scoped_release release;
     future = comm_->recv(src, options(tag, timeout));
+    if (wait_us > 0) future.wait_for(std::chrono::microseconds(wait_us));
   }
-  ops_.emplace(op_id, Op{[future]() mutable { future.cancel(); }, static_cast<TensorMode>(tensor_mode)});
+  if (future.ready()) {
+    auto [ok, payload] = received_item(future.wait(), mode);
+    return py::make_tuple(0, ok, payload);
+  }
+  const std::uint64_t op_id = next_op_++;
+  ops_.emplace(op_id, Op{[future]() mutable { future.cancel(); }, mode});
   future.then([queue = queue_, op_id](Result<Received> r) { queue->push({op_id, std::move(r)}); });
-  return op_id;
+  return py::make_tuple(op_id, py::none(), py::none());
+}
+
+std::pair<bool, py::object> CoreComm::received_item(Result<Received>& got, TensorMode mode) {
+  if (!got.ok()) return {false, make_exception(got.error())};
+  DecodeContext ctx{decoders_, mode, 0};
+  std::pair<bool, py::object> item;
+  try {
+    Received& r = got.value();
+    py::object value = to_python(r.value, ctx);
+    py::object piggy = to_python(r.piggypayload, ctx);
+    item = {true, py::make_tuple(value, piggy, r.message_id, r.wire_bytes)};
+  } catch (py::error_already_set& e) {
+    // The message arrived but has no Python form: that recv fails with the reason.
+    item = {false, e.value()};
+  }
+  python_bytes_copied_ += ctx.bytes_copied;
+  return item;
 }
 
 void CoreComm::cancel(std::uint64_t op_id) {
@@ -125,22 +148,8 @@ py::list CoreComm::drain() {
       else
         item = py::make_tuple(c.op_id, false, make_exception(sent->error()));
     } else {
-      auto& got = std::get<Result<Received>>(c.result);
-      if (!got.ok()) {
-        item = py::make_tuple(c.op_id, false, make_exception(got.error()));
-      } else {
-        DecodeContext ctx{decoders_, mode, 0};
-        try {
-          Received& r = got.value();
-          py::object value = to_python(r.value, ctx);
-          py::object piggy = to_python(r.piggypayload, ctx);
-          item = py::make_tuple(c.op_id, true, py::make_tuple(value, piggy, r.message_id, r.wire_bytes));
-        } catch (py::error_already_set& e) {
-          // The message arrived but has no Python form: that recv fails with the reason.
-          item = py::make_tuple(c.op_id, false, e.value());
-        }
-        python_bytes_copied_ += ctx.bytes_copied;
-      }
+      auto [ok, payload] = received_item(std::get<Result<Received>>(c.result), mode);
+      item = py::make_tuple(c.op_id, ok, payload);
     }
     PyList_SET_ITEM(out.ptr(), static_cast<Py_ssize_t>(i), item.release().ptr());
   }

@@ -41,7 +41,12 @@ class CoreComm {
   // to be kept until the op's completion is drained.
   py::tuple send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
                  std::optional<double> timeout, bool wait_for_capacity, int spin_us);
-  std::uint64_t recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout, int tensor_mode);
+  // Starts a recv and waits up to wait_us (GIL released) for it; a recv with no timeout reads
+  // its message on this thread meanwhile (the core's receive fast path), so the message
+  // needs no wake-up of the asyncio loop. Returns (0, ok, payload) if it completed, payload as
+  // in drain(), else (op_id, None, None).
+  py::tuple recv(const std::string& peer, std::uint32_t tag, std::optional<double> timeout, int tensor_mode,
+                 int wait_us);
   // Asks the core to cancel an op still in flight (its completion still arrives: cancelled, or
   // the result that beat the cancel).
   void cancel(std::uint64_t op_id);
@@ -50,6 +55,12 @@ class CoreComm {
   py::list drain();
   // Waits up to spin_us (GIL released, spinning) for a completion; true if one is queued.
   bool spin(int spin_us);
+
+ private:
+  // (ok, payload) of a finished recv, as drain() reports it.
+  std::pair<bool, py::object> received_item(Result<Received>& got, TensorMode mode);
+
+ public:
 
   py::tuple peer(const std::string& node_id) const;
   py::list peers() const;

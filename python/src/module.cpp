@@ -53,7 +53,8 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("port", &CoreComm::port)
       .def("send", &CoreComm::send, py::arg("obj"), py::arg("peer"), py::arg("piggypayload"), py::arg("tag"),
            py::arg("timeout"), py::arg("wait_for_capacity"), py::arg("spin_us"))
-      .def("recv", &CoreComm::recv, py::arg("peer"), py::arg("tag"), py::arg("timeout"), py::arg("tensor_mode"))
+      .def("recv", &CoreComm::recv, py::arg("peer"), py::arg("tag"), py::arg("timeout"), py::arg("tensor_mode"),
+           py::arg("wait_us"))
       .def("cancel", &CoreComm::cancel, py::arg("op_id"))
       .def("drain", &CoreComm::drain)
       .def("spin", &CoreComm::spin, py::arg("spin_us"))

@@ -29,8 +29,10 @@ _DEFAULT_OPTIONS = CommOptions()
 # Latency: a sleeping asyncio loop costs a thread wake-up (tens of microseconds on a busy VM)
 # for each completion. So send() waits up to _SEND_SPIN_US (GIL released, spinning) for the C++
 # loop to write its message when no other send is in flight, and recv() waits up to
-# _RECV_SPIN_US for its message when no other callback is ready to run, before handing over to
-# the eventfd. Other file descriptors of the loop wait at most that long. 0 turns either off.
+# _RECV_SPIN_US for its message when no other callback is ready to run (GIL released, asleep
+# in poll() on the socket: the core's receive fast path reads the message on this thread),
+# before handing over to the eventfd. Other file descriptors of the loop wait at most that
+# long. 0 turns either off.
 _SEND_SPIN_US = int(os.environ.get("WCOMM_SEND_SPIN_US", "50"))
 _RECV_SPIN_US = int(os.environ.get("WCOMM_RECV_SPIN_US", "200"))
 _TENSOR_MODES = {"auto": _core.TENSOR_AUTO, "torch": _core.TENSOR_TORCH, "numpy": _core.TENSOR_NUMPY}
@@ -267,16 +269,20 @@ class Comm:
                     del self._stash[key]
                 return got
         fut = self._loop.create_future()
-        waiter = None
-        if self._abandoned:
-            waiter = self._adopt(key, fut, o.timeout)
+        waiter = self._adopt(key, fut, o.timeout) if self._abandoned else None
+        idle = not getattr(self._loop, "_ready", True)  # nothing else is ready to run
         if waiter is None:
-            op_id = self._core.recv(node_id, o.tag, o.timeout, self._tensor_mode)
+            op_id, ok, payload = self._core.recv(node_id, o.tag, o.timeout, self._tensor_mode,
+                                                 _RECV_SPIN_US if idle else 0)
+            if not op_id:  # it came in time, read on this thread
+                if ok:
+                    return payload
+                raise payload
             waiter = _Waiter(fut, op_id, key, o.timeout)
             self._recv_ops[op_id] = waiter
             self._recv_keys[op_id] = key
-        if _RECV_SPIN_US and not getattr(self._loop, "_ready", True) and self._core.spin(_RECV_SPIN_US):
-            self._on_ready()  # nothing else was ready to run, and a completion came in time
+        elif _RECV_SPIN_US and idle and self._core.spin(_RECV_SPIN_US):
+            self._on_ready()  # a completion for the adopted op came in time
         try:
             return await fut
         except asyncio.CancelledError:
@@ -342,9 +348,15 @@ class Comm:
                 fut.set_result(payload)
             elif waiter.adopted and isinstance(payload, (asyncio.CancelledError, OperationTimeoutError)):
                 # The adopted op's own cancel or timer ended it, not this recv: start its own.
-                new_id = self._core.recv(key[0], key[1], waiter.timeout, self._tensor_mode)
-                waiter.op_id = new_id
+                new_id, new_ok, new_payload = self._core.recv(key[0], key[1], waiter.timeout, self._tensor_mode, 0)
                 waiter.adopted = False
+                if not new_id:  # already there
+                    if new_ok:
+                        fut.set_result(new_payload)
+                    else:
+                        fut.set_exception(new_payload)
+                    continue
+                waiter.op_id = new_id
                 self._recv_ops[new_id] = waiter
                 self._recv_keys[new_id] = key
             elif isinstance(payload, asyncio.CancelledError):

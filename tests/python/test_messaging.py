@@ -426,3 +426,32 @@ def test_completions_through_the_eventfd_alone(monkeypatch):
         assert (await b.recv(src))[0] == "after"
         await closing(a, b)
     run(body())
+
+
+def test_an_idle_loop_reads_its_message_on_its_own_thread():
+    # The receiver's asyncio loop has nothing else to do, so recv waits for the message in
+    # poll() on the socket (GIL released) and reads it itself: no completion, no eventfd.
+    pa, pb = Peer("node-a", "127.0.0.1", free_port()), Peer("node-b", "127.0.0.1", free_port())
+    rounds = 50
+
+    async def echo():  # node-b, on its own loop in another thread
+        b = await Comm.create(local=pb, peers=[pa], bind_host="127.0.0.1")
+        src = b.peer("node-a")
+        for _ in range(rounds):
+            value, _ = await b.recv(src)
+            await b.send(value, src)
+        await b.close()
+
+    async def body():
+        a = await Comm.create(local=pa, peers=[pb], bind_host="127.0.0.1")
+        other = threading.Thread(target=lambda: asyncio.run(asyncio.wait_for(echo(), 30)))
+        other.start()
+        dst = a.peer("node-b")
+        for i in range(rounds):
+            await a.send(i, dst)
+            assert (await a.recv(dst))[0] == i
+        await asyncio.get_running_loop().run_in_executor(None, other.join, 30)
+        assert not other.is_alive()
+        assert a.stats()["messages_read_by_receivers"] >= rounds // 2
+        await a.close()
+    run(body())
