@@ -1,8 +1,8 @@
 #!/usr/bin/env bash
 # Core performance figures on loopback, each beside its reference measured in the same run:
 # 64 B round trip (raw blocking TCP vs the Comm API vs wcomm bench), one-stream goodput
-# (iperf3 vs wcomm bench upload of 1 MiB and 64 MiB messages), and peak RSS of receiving a
-# 200 MiB tensor. Prints a markdown table. Usage: bench/run_core_bench.sh [build-dir]
+# (iperf3, and raw TCP moving whole 1 MiB / 64 MiB buffers, vs wcomm bench upload of 1 MiB and
+# 64 MiB messages), and peak RSS of receiving a 200 MiB tensor. Prints a markdown table. Usage: bench/run_core_bench.sh [build-dir]
 # Environment: ROUNDS (ping-pong rounds, default 20000), TRIALS (goodput trials, default 3).
 set -euo pipefail
 
@@ -14,8 +14,9 @@ trials="${TRIALS:-3}"
 python=/usr/bin/python3  # Debian's interpreter (architecture.md); only its json module is used
 
 need() { [ -x "$1" ] || { echo "run_core_bench: $1 is missing; build it first:" \
-  "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong recv_rss" >&2; exit 1; }; }
-for b in "$build/wcomm" "$build/bench/raw_tcp_pingpong" "$build/bench/api_pingpong" "$build/bench/recv_rss"; do need "$b"; done
+  "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong recv_rss raw_tcp_bulk" >&2; exit 1; }; }
+for b in "$build/wcomm" "$build/bench/raw_tcp_pingpong" "$build/bench/api_pingpong" "$build/bench/recv_rss" \
+  "$build/bench/raw_tcp_bulk"; do need "$b"; done
 command -v iperf3 >/dev/null || { echo "run_core_bench: iperf3 is not installed (scripts/bootstrap.sh)" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/wcomm-core-bench.XXXXXX)"
@@ -44,6 +45,14 @@ for _ in $(seq 50); do  # the server needs a moment to listen; the client fails 
   sleep 0.1
 done
 iperf_gbps="$(jget "$work/iperf.json" 'r["end"]["sum_received"]["bits_per_second"]/8e9')"
+
+say "raw TCP bulk: 256 MiB as 1 MiB and as 64 MiB buffers, median of $trials"
+median_bulk() {  # median_bulk BYTES MESSAGES
+  for _ in $(seq "$trials"); do "$build/bench/raw_tcp_bulk" "$1" "$2" >"$work/bulk.json"; jget "$work/bulk.json" 'r["goodput_gb_s"]'; done |
+    sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'
+}
+raw1="$(median_bulk 1048576 256)"
+raw64="$(median_bulk 67108864 4)"
 
 say "wcomm bench: 64 B latency, upload goodput of 1 MiB and 64 MiB messages"
 cat >"$work/b.yaml" <<YAML
@@ -83,10 +92,11 @@ g64="$(jget "$work/wcomm.json" 'r["throughput"]["upload"][1]["aggregate_goodput_
 rss="$(jget "$work/rss.json" 'r["delta_over_payload"]')"; rss_mib="$(jget "$work/rss.json" 'r["delta_kib"]/1024')"
 rssi="$(jget "$work/rss_into.json" 'r["delta_over_payload"]')"; rssi_mib="$(jget "$work/rss_into.json" 'r["delta_kib"]/1024')"
 
-"$python" - "$raw50" "$raw99" "$api50" "$api99" "$b50" "$b99" "$iperf_gbps" "$g1" "$g64" "$rss" "$rss_mib" "$rssi" "$rssi_mib" "$rounds" "$trials" <<'PY'
+"$python" - "$raw50" "$raw99" "$api50" "$api99" "$b50" "$b99" "$iperf_gbps" "$g1" "$g64" "$rss" "$rss_mib" "$rssi" "$rssi_mib" \
+  "$raw1" "$raw64" "$rounds" "$trials" <<'PY'
 import sys
-(raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib) = map(float, sys.argv[1:14])
-rounds, trials = sys.argv[14], sys.argv[15]
+(raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib, raw1, raw64) = map(float, sys.argv[1:16])
+rounds, trials = sys.argv[16], sys.argv[17]
 print(f"Loopback, this machine, one run ({rounds} ping-pong rounds; median of {trials} goodput trials of 256 MiB).\n")
 print("| what | 64 B RTT p50 | 64 B RTT p99 | 1 MiB goodput | 64 MiB goodput | ratio |")
 print("|---|---:|---:|---:|---:|---|")
@@ -94,7 +104,9 @@ print(f"| raw TCP ping-pong (blocking, TCP_NODELAY) | {raw50:.1f} us | {raw99:.1
 print(f"| Comm API ping-pong (send().get(), recv().get()) | {api50:.1f} us | {api99:.1f} us | | | p50 {api50/raw50:.2f}x raw |")
 print(f"| wcomm bench ping (64 B, V0.1 control protocol) | {b50:.1f} us | {b99:.1f} us | | | p50 {b50/raw50:.2f}x raw |")
 print(f"| iperf3, one TCP stream | | | {iperf:.2f} GB/s | {iperf:.2f} GB/s | reference |")
-print(f"| wcomm bench upload | | | {g1:.2f} GB/s | {g64:.2f} GB/s | {g1/iperf:.2f}x / {g64/iperf:.2f}x iperf3 |")
+print(f"| raw TCP, blocking writes/reads of whole message-size buffers | | | {raw1:.2f} GB/s | {raw64:.2f} GB/s | reference |")
+print(f"| wcomm bench upload | | | {g1:.2f} GB/s | {g64:.2f} GB/s | {g1/iperf:.2f}x / {g64/iperf:.2f}x iperf3; "
+      f"{g1/raw1:.2f}x / {g64/raw64:.2f}x raw bulk |")
 print(f"| peak RSS growth, recv of a 200 MiB tensor | | | | | {rss_mib:.0f} MiB = {rss:.2f}x payload (ideal 1.00x) |")
 print(f"| peak RSS growth, recv_into a touched 200 MiB tensor | | | | | {rssi_mib:.0f} MiB = {rssi:.2f}x payload (ideal 0.00x) |")
 PY
