@@ -93,7 +93,12 @@ msgpack::object_handle unpack_document(std::span<const std::uint8_t> bytes, std:
   // allocations are bounded even if the two passes ever disagree.
   msgpack::unpack_limit limit(max_elements, max_elements, bytes.size(), bytes.size(), 0, max_depth + 1);
   try {
-    return msgpack::unpack(data, bytes.size(), reference_everything, nullptr, limit);
+    // A zone sized for this document: msgpack's default first chunk is 8 KiB, an allocation
+    // large enough to make malloc consolidate its free lists on every small message.
+    const std::size_t chunk = std::min<std::size_t>(8192, 256 + 16 * bytes.size());
+    auto zone = std::make_unique<msgpack::zone>(chunk);
+    msgpack::object root = msgpack::unpack(*zone, data, bytes.size(), reference_everything, nullptr, limit);
+    return msgpack::object_handle(root, std::move(zone));
   } catch (const msgpack::size_overflow& e) {
     fail(ErrorCode::kMessageTooLarge, std::string(what) + " exceeds a decoding limit (" + e.what() + ")");
   } catch (const std::bad_alloc&) {
