@@ -1,6 +1,8 @@
 // Field access and the request/reply channel of the benchmark control protocol.
 #include "bench/protocol.h"
 
+#include <cstdio>
+
 
 namespace wcomm::bench {
 namespace {
@@ -69,7 +71,19 @@ void ControlChannel::send(Dict message) { post(std::move(message)).get(); }
 Dict ControlChannel::receive() { return receive(timeout_); }
 
 Dict ControlChannel::receive(std::optional<Seconds> timeout) {
-  Received got = comm_.recv(peer_, {.tag = kControlTag, .timeout = timeout}).get();
+  // No timeout in the core: waiting here lets this thread read the reply itself (the receive
+  // fast path), so a measured round trip holds no extra thread wake-up.
+  Future<Received> pending = comm_.recv(peer_, {.tag = kControlTag});
+  if (timeout && pending.wait_for(*timeout) == nullptr) {
+    pending.cancel();  // a reply that beat the cancel is still taken below
+    if (Result<Received>& late = pending.wait(); !late.ok() && late.error().code == ErrorCode::kCancelled) {
+      char seconds[32];
+      std::snprintf(seconds, sizeof seconds, "%g", timeout->count());
+      throw_error({ErrorCode::kOperationTimeout,
+                   "recv to/from '" + peer_.node_id + "' timed out after " + seconds + " s (benchmark control tag)"});
+    }
+  }
+  Received got = pending.get();
   if (!got.value.is<Dict>())
     throw BenchProtocolError("benchmark protocol: expected a dict on the control tag from '" + peer_.node_id +
                              "', got " + summarize(got.value));

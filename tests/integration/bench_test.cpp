@@ -306,6 +306,23 @@ TEST(BenchEndToEnd, ResponderAnswersBadRequestsWithErrorAndGoesOn) {
   responder.join();
 }
 
+TEST(BenchControl, ReceiveTimesOutAndLosesNothing) {
+  Pair p = make_pair();
+  ControlChannel initiator(*p.initiator, p.initiator->peer("node-b"), Seconds(30));
+  ControlChannel responder(*p.responder, p.responder->peer("node-a"), Seconds(30));
+  const auto start = std::chrono::steady_clock::now();
+  try {
+    responder.receive(Seconds(0.2));
+    ADD_FAILURE() << "receive returned without a message";
+  } catch (const OperationTimeoutError& e) {
+    EXPECT_NE(std::string(e.what()).find("node-a"), std::string::npos) << e.what();
+  }
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 190ms);
+  // The timed-out receive took nothing: the next message goes to the next receive.
+  initiator.send(Dict{{"op", "after"}});
+  EXPECT_EQ(op_of(responder.receive()), "after");
+}
+
 TEST(BenchBulk, ReceiverRefillsItsWindowAndSenderPipelines) {
   Pair p = make_pair();
   const Seconds timeout(30);
