@@ -4,6 +4,7 @@
 namespace wcomm {
 
 using codec_detail::fail;
+using codec_detail::pack_name;
 using codec_detail::pack_str;
 using codec_detail::str_of;
 using msgpack::type::object_type;
@@ -28,20 +29,20 @@ std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control)
     bool with_ids = handshake || !control.node_id.empty() || !control.connection_id.empty();
     std::uint32_t entries = (with_ids ? 2 : 0) + (control.features.empty() ? 0 : 1);
     p.pack_map(2);
-    pack_str(p, "control", "key");
+    pack_name(p, "control");
     p.pack_map(entries);
     if (with_ids) {
-      pack_str(p, "node_id", "key");
+      pack_name(p, "node_id");
       pack_str(p, control.node_id, "node_id");
-      pack_str(p, "connection_id", "key");
+      pack_name(p, "connection_id");
       pack_str(p, control.connection_id, "connection_id");
     }
     if (!control.features.empty()) {
-      pack_str(p, "features", "key");
+      pack_name(p, "features");
       p.pack_array(static_cast<std::uint32_t>(control.features.size()));
       for (const auto& f : control.features) pack_str(p, f, "feature name");
     }
-    pack_str(p, "segments", "key");
+    pack_name(p, "segments");
     p.pack_array(0);
     return Ok{};
   });

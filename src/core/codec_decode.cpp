@@ -90,7 +90,7 @@ class ManifestDecoder {
     DecodedData out;
     out.root = node(*root, 0);
     for (std::size_t i = 0; i < buffers_.size(); ++i)
-      if (!seen_[i]) malformed("segment " + std::to_string(i) + " is not referenced by any node");
+      if (!segments_[i].seen) malformed("segment " + std::to_string(i) + " is not referenced by any node");
     out.segments = std::move(buffers_);
     if (piggy) out.piggypayload = piggypayload(*piggy);
     return out;
@@ -103,7 +103,7 @@ class ManifestDecoder {
       malformed("manifest lists " + std::to_string(o.via.array.size) + " segments but the header declares " +
                 std::to_string(header_.segment_count));
     std::uint64_t total = 0;
-    lengths_.reserve(o.via.array.size);
+    segments_.reserve(o.via.array.size);
     for (std::uint32_t i = 0; i < o.via.array.size; ++i) {
       const auto& e = o.via.array.ptr[i];
       if (e.type != object_type::POSITIVE_INTEGER)
@@ -113,13 +113,12 @@ class ManifestDecoder {
         malformed("segment lengths add up to more than the header's payload_size (" +
                   std::to_string(header_.payload_size) + ")");
       total += e.via.u64;
-      lengths_.push_back(e.via.u64);
+      segments_.push_back({e.via.u64, false});
     }
     if (total != header_.payload_size)
       malformed("segment lengths add up to " + std::to_string(total) + " bytes but the header's payload_size is " +
                 std::to_string(header_.payload_size));
-    buffers_.resize(lengths_.size());
-    seen_.assign(lengths_.size(), false);
+    buffers_.resize(segments_.size());
   }
 
   void count_node() {
@@ -141,17 +140,19 @@ class ManifestDecoder {
   }
 
   // Claims segment `index` for one node, checks its declared length, and allocates storage.
-  Buffer claim_segment(const msgpack::object& index_obj, std::uint64_t declared, const std::string& what,
+  // `what()` names the node in error messages (built only for one).
+  template <class Describe>
+  Buffer claim_segment(const msgpack::object& index_obj, std::uint64_t declared, const Describe& what,
                        std::optional<DType> dtype = std::nullopt, const Shape* shape = nullptr) {
     std::uint64_t index = checked_uint(index_obj, "segment index");
-    if (index >= lengths_.size())
-      malformed(what + " refers to segment " + std::to_string(index) + " but the frame has " +
-                std::to_string(lengths_.size()) + " segments");
-    if (seen_[index]) malformed("segment " + std::to_string(index) + " is referenced by more than one node");
-    if (lengths_[index] != declared)
-      malformed("segment " + std::to_string(index) + " declares " + std::to_string(lengths_[index]) + " bytes but " +
-                what + " needs " + std::to_string(declared));
-    seen_[index] = true;
+    if (index >= segments_.size())
+      malformed(what() + " refers to segment " + std::to_string(index) + " but the frame has " +
+                std::to_string(segments_.size()) + " segments");
+    if (segments_[index].seen) malformed("segment " + std::to_string(index) + " is referenced by more than one node");
+    if (segments_[index].length != declared)
+      malformed("segment " + std::to_string(index) + " declares " + std::to_string(segments_[index].length) + " bytes but " +
+                what() + " needs " + std::to_string(declared));
+    segments_[index].seen = true;
     SegmentSpec spec{static_cast<std::size_t>(index), static_cast<std::size_t>(declared), dtype, shape};
     Buffer buffer;
     if (options_.allocate) {
@@ -205,7 +206,7 @@ class ManifestDecoder {
     if (kind == "bytes") {
       expect_size(o, 3, kind);
       std::uint64_t n = checked_uint(a[2], "'bytes' length");
-      return Bytes(claim_segment(a[1], n, "bytes(" + std::to_string(n) + ")"));
+      return Bytes(claim_segment(a[1], n, [n] { return "bytes(" + std::to_string(n) + ")"; }));
     }
     if (kind == "pickle") {
       expect_size(o, 3, kind);
@@ -213,7 +214,7 @@ class ManifestDecoder {
         fail(ErrorCode::kUnsupportedPayload,
              "peer sent a pickle node, refused because allow_unsafe_pickle is off (enable it only for trusted peers)");
       std::uint64_t n = checked_uint(a[2], "'pickle' length");
-      return Pickled{claim_segment(a[1], n, "pickle(" + std::to_string(n) + ")")};
+      return Pickled{claim_segment(a[1], n, [n] { return "pickle(" + std::to_string(n) + ")"; })};
     }
     if (kind == "tensor") return tensor(o);
     if (kind == "list" || kind == "tuple") {
@@ -291,12 +292,12 @@ class ManifestDecoder {
         malformed("tensor dimension " + std::to_string(d) + " is too large");
       shape.push_back(static_cast<std::int64_t>(d));
     }
-    std::string type = detail::describe_tensor_type(*dtype, shape);
+    auto what = [&] { return "tensor " + detail::describe_tensor_type(*dtype, shape); };
     auto needed = tensor_nbytes(*dtype, shape);
-    if (!needed) malformed("tensor " + type + " is too large to exist");
+    if (!needed) malformed(what() + " is too large to exist");
     if (*needed != nbytes)
-      malformed("tensor " + type + " declares nbytes " + std::to_string(nbytes) + " but needs " + std::to_string(*needed));
-    Buffer buffer = claim_segment(a[1], nbytes, "tensor " + type, dtype, &shape);
+      malformed(what() + " declares nbytes " + std::to_string(nbytes) + " but needs " + std::to_string(*needed));
+    Buffer buffer = claim_segment(a[1], nbytes, what, dtype, &shape);
     return Tensor::from_buffer(std::move(buffer), *dtype, std::move(shape));
   }
 
@@ -392,9 +393,12 @@ class ManifestDecoder {
   const FrameHeader& header_;
   const CodecOptions& options_;
   const CommConfig& limits_;
-  std::vector<std::uint64_t> lengths_;
+  struct SegmentSlot {
+    std::uint64_t length;
+    bool seen;  // claimed by a node (each segment exactly once)
+  };
+  std::vector<SegmentSlot> segments_;
   std::vector<Buffer> buffers_;
-  std::vector<bool> seen_;
   std::uint64_t nodes_ = 0;
 };
 

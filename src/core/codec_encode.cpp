@@ -8,6 +8,7 @@
 namespace wcomm {
 
 using codec_detail::fail;
+using codec_detail::pack_name;
 using codec_detail::pack_str;
 
 namespace {
@@ -37,7 +38,7 @@ class NodeEncoder {
  private:
   void head(const char* kind, std::uint32_t size) {
     p_.pack_array(size);
-    pack_str(p_, kind, "node type");
+    pack_name(p_, kind);
   }
 
   void encode(None, std::size_t) { head("none", 1); }
@@ -84,7 +85,7 @@ class NodeEncoder {
     head("tensor", 5);
     p_.pack_uint64(add_segment(t.buffer()));
     p_.pack_uint64(t.nbytes());
-    pack_str(p_, dtype_name(t.dtype()), "dtype");
+    pack_name(p_, dtype_name(t.dtype()));
     p_.pack_array(static_cast<std::uint32_t>(t.shape().size()));
     for (auto d : t.shape()) p_.pack_int64(d);
   }
@@ -224,16 +225,17 @@ Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, s
     EncodedFrame frame;
     // The header is written in front of the manifest once its sizes are known, so head is
     // one contiguous buffer without a copy.
+    frame.head.reserve(256);  // a small message's whole head, in one allocation
     frame.head.resize(kHeaderSize);
     codec_detail::VectorSink sink{&frame.head};
     Packer p(sink);
 
     p.pack_map(3);
-    pack_str(p, "root", "key");
+    pack_name(p, "root");
     NodeEncoder nodes(p, sink, options);
     nodes.node(root, 0);
 
-    pack_str(p, "piggypayload", "key");
+    pack_name(p, "piggypayload");
     if (!piggypayload.is_none() && !piggypayload.is<Dict>())
       unserializable("piggypayload must be None or a Dict with string keys, got " + summarize(piggypayload, 60));
     std::size_t before = frame.head.size();
@@ -247,7 +249,7 @@ Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, s
 
     frame.segments = nodes.take_segments();
     frame.payload_bytes = nodes.payload_bytes();
-    pack_str(p, "segments", "key");
+    pack_name(p, "segments");
     p.pack_array(static_cast<std::uint32_t>(frame.segments.size()));
     for (const auto& s : frame.segments) p.pack_uint64(s.size());
 

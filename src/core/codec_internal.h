@@ -110,6 +110,12 @@ inline void pack_str(Packer& p, std::string_view s, const char* what) {
   p.pack_str_body(s.data(), static_cast<std::uint32_t>(s.size()));
 }
 
+// wcomm's own names (map keys, node kinds, dtype names): ASCII by construction, so no check.
+inline void pack_name(Packer& p, std::string_view name) {
+  p.pack_str(static_cast<std::uint32_t>(name.size()));
+  p.pack_str_body(name.data(), static_cast<std::uint32_t>(name.size()));
+}
+
 // Always the 9-byte float64 form, as Python's msgpack writes floats. msgpack-cxx's
 // pack_double would write an integral double (3.0) as an integer, which is neither what V0.1
 // sends nor a float when it arrives.
@@ -131,8 +137,25 @@ void check_header_limits(const FrameHeader& header, const CommConfig& limits);
 // non-allocating structural pass, so that no length inside it is trusted before the bytes
 // behind it are known to exist. `max_depth` bounds msgpack nesting; `max_elements` bounds
 // any single array or map.
-msgpack::object_handle unpack_document(std::span<const std::uint8_t> bytes, std::size_t max_depth,
-                                       std::size_t max_elements, const char* what);
+class UnpackedDocument;
+UnpackedDocument unpack_document(std::span<const std::uint8_t> bytes, std::size_t max_depth, std::size_t max_elements,
+                                 const char* what);
+
+// The unpacked object tree. A small document lives in a zone this thread reuses (no
+// allocation per message), so at most one small document per thread may be alive at a time;
+// strings and binaries point into the unpacked bytes, which must outlive it.
+class UnpackedDocument {
+ public:
+  UnpackedDocument(msgpack::object root, std::unique_ptr<msgpack::zone> own) : root_(root), own_(std::move(own)) {}
+  UnpackedDocument(const UnpackedDocument&) = delete;
+  UnpackedDocument& operator=(const UnpackedDocument&) = delete;
+  ~UnpackedDocument();
+  const msgpack::object& get() const { return root_; }
+
+ private:
+  msgpack::object root_;
+  std::unique_ptr<msgpack::zone> own_;  // null: the thread's reused zone
+};
 
 inline std::string_view str_of(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
 

@@ -60,10 +60,26 @@ class StructureCheck : public msgpack::null_visitor {
 // the object handle never outlives the manifest span inside the decoder.
 bool reference_everything(msgpack::type::object_type, std::size_t, void*) { return true; }
 
+// Manifests up to this size unpack into the thread's reused zone; larger ones get their own
+// (so a rare big manifest does not leave a big chunk behind in every thread).
+constexpr std::size_t kSharedZoneDocumentBytes = 4096;
+
+struct ThreadZone {
+  msgpack::zone zone{8192};
+  bool in_use = false;
+};
+thread_local ThreadZone thread_zone;
+
 }  // namespace
 
-msgpack::object_handle unpack_document(std::span<const std::uint8_t> bytes, std::size_t max_depth,
-                                       std::size_t max_elements, const char* what) {
+UnpackedDocument::~UnpackedDocument() {
+  if (own_) return;
+  thread_zone.zone.clear();  // keeps its chunk for the next document
+  thread_zone.in_use = false;
+}
+
+UnpackedDocument unpack_document(std::span<const std::uint8_t> bytes, std::size_t max_depth, std::size_t max_elements,
+                                 const char* what) {
   const char* data = reinterpret_cast<const char*>(bytes.data());
   if (bytes.empty()) fail(ErrorCode::kProtocol, std::string(what) + " is empty");
   StructureCheck check(max_depth, max_elements);
@@ -93,12 +109,20 @@ msgpack::object_handle unpack_document(std::span<const std::uint8_t> bytes, std:
   // allocations are bounded even if the two passes ever disagree.
   msgpack::unpack_limit limit(max_elements, max_elements, bytes.size(), bytes.size(), 0, max_depth + 1);
   try {
-    // A zone sized for this document: msgpack's default first chunk is 8 KiB, an allocation
-    // large enough to make malloc consolidate its free lists on every small message.
-    const std::size_t chunk = std::min<std::size_t>(8192, 256 + 16 * bytes.size());
-    auto zone = std::make_unique<msgpack::zone>(chunk);
+    if (bytes.size() <= kSharedZoneDocumentBytes && !thread_zone.in_use) {
+      thread_zone.in_use = true;
+      try {
+        msgpack::object root = msgpack::unpack(thread_zone.zone, data, bytes.size(), reference_everything, nullptr, limit);
+        return UnpackedDocument(root, nullptr);
+      } catch (...) {
+        thread_zone.zone.clear();
+        thread_zone.in_use = false;
+        throw;
+      }
+    }
+    auto zone = std::make_unique<msgpack::zone>();
     msgpack::object root = msgpack::unpack(*zone, data, bytes.size(), reference_everything, nullptr, limit);
-    return msgpack::object_handle(root, std::move(zone));
+    return UnpackedDocument(root, std::move(zone));
   } catch (const msgpack::size_overflow& e) {
     fail(ErrorCode::kMessageTooLarge, std::string(what) + " exceeds a decoding limit (" + e.what() + ")");
   } catch (const std::bad_alloc&) {
