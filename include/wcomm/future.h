@@ -19,6 +19,19 @@ namespace wcomm {
 // Runs a function later on an executor (the Comm's loop thread).
 using Poster = std::function<void(std::function<void()>)>;
 
+// The operation behind a Future, as its owner implements it: what cancel() and a waiting
+// thread may ask of it. A Future holds it weakly, so a finished operation can go away.
+class Operation {
+ public:
+  virtual ~Operation() = default;
+  // Asks for the operation to be cancelled (from any thread; it completes later).
+  virtual void cancel() = 0;
+  // Called by a thread about to block in wait() or wait_for(): it may complete the operation
+  // on that thread (a recv reads its own message). Returns when the result is there, at the
+  // deadline, or when it cannot help; the thread then sleeps until the result is set.
+  virtual void help(std::chrono::steady_clock::time_point /*deadline*/) {}
+};
+
 namespace detail {
 // Writes to an eventfd (defined in the library, to keep system headers out of this one).
 void signal_wake_fd(int fd);
@@ -30,12 +43,8 @@ struct FutureState {
   std::atomic<bool> ready{false};
   std::optional<Result<T>> result;
   std::function<void(Result<T>)> callback;
-  std::function<void()> cancel;  // asks the operation's owner to cancel; set by the owner
-  Poster post;                   // where a late callback runs (never inline in then())
-  // Set by the owner: a thread about to block calls it first, and it may complete the
-  // operation on that thread (a recv reads its own message). It returns when the result is
-  // there, at the deadline, or when it cannot help; the thread then sleeps on cv.
-  std::function<void(std::chrono::steady_clock::time_point deadline)> help;
+  std::weak_ptr<Operation> operation;  // set by the owner; dropped once the result is set
+  Poster post;                         // where a late callback runs (never inline in then())
   // An eventfd a helping thread sleeps on in poll(); completion writes to it.
   std::atomic<int> wake_fd{-1};
 };
@@ -58,7 +67,7 @@ class Future {
   // Blocks until the result is there. (No spinning: on 2-core boards a spinning waiter
   // takes the core the loop thread needs, which measured slower and with 20x worse p99.)
   Result<T>& wait() {
-    if (state_->help && !ready()) state_->help(std::chrono::steady_clock::time_point::max());
+    help(std::chrono::steady_clock::time_point::max());
     std::unique_lock lock(state_->mu);
     state_->cv.wait(lock, [&] { return state_->result.has_value(); });
     return *state_->result;
@@ -67,9 +76,11 @@ class Future {
   // The result if it is there within timeout, else nullopt (the operation goes on).
   template <class Rep, class Period>
   Result<T>* wait_for(std::chrono::duration<Rep, Period> timeout) {
-    if (state_->help && !ready())
-      state_->help(std::chrono::steady_clock::now() +
-                   std::chrono::duration_cast<std::chrono::steady_clock::duration>(timeout));
+    using Clock = std::chrono::steady_clock;
+    // (A timeout of decades means "no deadline", and must not overflow the clock.)
+    help(std::chrono::duration<double>(timeout).count() > 1e9
+             ? Clock::time_point::max()
+             : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout));
     std::unique_lock lock(state_->mu);
     if (!state_->cv.wait_for(lock, timeout, [&] { return state_->result.has_value(); })) return nullptr;
     return &*state_->result;
@@ -95,16 +106,26 @@ class Future {
   // Asks for the operation to be cancelled. It then fails with CancelledError, unless it had
   // already completed. Cancelling a send that is being written aborts that connection.
   void cancel() {
-    std::function<void()> cancel;
+    std::shared_ptr<Operation> operation;
     {
       std::lock_guard lock(state_->mu);
       if (state_->result) return;
-      cancel = state_->cancel;
+      operation = state_->operation.lock();
     }
-    if (cancel) cancel();
+    if (operation) operation->cancel();
   }
 
  private:
+  void help(std::chrono::steady_clock::time_point deadline) {
+    if (ready()) return;
+    std::shared_ptr<Operation> operation;
+    {
+      std::lock_guard lock(state_->mu);
+      operation = state_->operation.lock();
+    }
+    if (operation) operation->help(deadline);
+  }
+
   friend class Promise<T>;
   explicit Future(std::shared_ptr<detail::FutureState<T>> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::FutureState<T>> state_;
@@ -118,13 +139,12 @@ class Promise {
     state_->post = std::move(post);
   }
   Future<T> future() const { return Future<T>(state_); }
-  void set_canceller(std::function<void()> cancel) {
+  // The operation that cancel() and waiting threads turn to (see Operation).
+  void set_operation(std::weak_ptr<Operation> operation) {
     std::lock_guard lock(state_->mu);
-    state_->cancel = std::move(cancel);
+    state_->operation = std::move(operation);
   }
   bool done() const { return state_->ready.load(std::memory_order_acquire); }
-  // Owner only, before the future is handed out: see FutureState::help.
-  void set_helper(std::function<void(std::chrono::steady_clock::time_point)> help) { state_->help = std::move(help); }
   // A helping thread about to poll() on fd (-1: no longer). Returns false if already done.
   bool set_wake_fd(int fd) {
     state_->wake_fd.store(fd);
@@ -158,7 +178,7 @@ class Promise {
       state_->result.emplace(std::move(result));
       state_->ready.store(true, std::memory_order_release);
       callback = std::move(state_->callback);
-      state_->cancel = nullptr;
+      state_->operation.reset();
     }
     state_->cv.notify_all();
     if (int fd = state_->wake_fd.load(); fd >= 0) detail::signal_wake_fd(fd);

@@ -145,14 +145,34 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
                                                std::to_string(impl_->spec.comm.max_peer_queued_bytes) + ")"},
         post);
   message->promise = Promise<SendResult>(post);
+  message->peer = state;
+  message->comm = impl_;
+  message->promise.set_operation(message);
   Future<SendResult> future = message->promise.future();
-  message->promise.set_canceller([impl = impl_.get(), state, weak = std::weak_ptr(message)] {
-    asio::post(impl->io, [state, weak] {
-      if (auto m = weak.lock()) state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
-    });
-  });
   state->send_from_caller(std::move(message), options);
   return future;
+}
+
+void OutMessage::cancel() {
+  auto impl = comm.lock();
+  if (!impl) return;
+  asio::post(impl->io, [state = peer, weak = weak_from_this()] {
+    if (auto m = weak.lock()) state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
+  });
+}
+
+void RecvWaiter::cancel() {
+  auto impl = comm.lock();
+  if (!impl) return;
+  asio::post(impl->io, [state = peer, weak = weak_from_this()] {
+    if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
+  });
+}
+
+void RecvWaiter::help(Clock::time_point deadline) {
+  if (!from_caller) return;  // a recv with a timer or recv_into is the loop's
+  auto impl = comm.lock();   // keeps the Comm's insides there while this thread reads
+  if (impl && !impl->closed.load()) peer->help_recv(shared_from_this(), deadline);
 }
 
 namespace {
@@ -169,21 +189,11 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   waiter->tag = options.tag;
   waiter->into = std::move(into);
   waiter->promise = Promise<Received>(post);
+  waiter->peer = state;
+  waiter->comm = owner;
+  waiter->promise.set_operation(waiter);
   Future<Received> future = waiter->promise.future();
-  waiter->promise.set_canceller([&impl, state, weak = std::weak_ptr(waiter)] {
-    asio::post(impl.io, [state, weak] {
-      if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
-    });
-  });
-  if (!options.timeout && state->recv_from_caller(waiter)) {
-    // A thread that blocks on it reads the message itself (PeerState::help_recv).
-    waiter->promise.set_helper([weak_impl = std::weak_ptr(owner), state, weak = std::weak_ptr(waiter)](auto deadline) {
-      auto alive = weak_impl.lock();  // keeps the Comm's insides there while this thread reads
-      auto w = weak.lock();
-      if (alive && w && !alive->closed.load()) state->help_recv(w, deadline);
-    });
-    return future;
-  }
+  if (!options.timeout && state->recv_from_caller(waiter)) return future;
   asio::post(impl.io, [state, waiter = std::move(waiter), options] { state->submit_recv(waiter, options); });
   return future;
 }

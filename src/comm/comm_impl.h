@@ -33,7 +33,7 @@ class Connection;
 using Clock = std::chrono::steady_clock;
 
 // A message on its way out: queued, being written, or done.
-struct OutMessage {
+struct OutMessage : Operation, std::enable_shared_from_this<OutMessage> {
   enum class State { kWaitingForCapacity, kQueued, kActive, kDone };
   std::uint64_t id = 0;
   EncodedFrame frame;
@@ -43,12 +43,15 @@ struct OutMessage {
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
   std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
   std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
+  PeerState* peer = nullptr;
+  std::weak_ptr<Comm::Impl> comm;
   std::uint64_t bytes() const { return frame.wire_bytes(); }
   std::vector<asio::const_buffer> gather() const;
+  void cancel() override;  // Future::cancel(): removes it from the queue, or aborts its write
 };
 
 // A recv() waiting for a message on one tag.
-struct RecvWaiter {
+struct RecvWaiter : Operation, std::enable_shared_from_this<RecvWaiter> {
   std::uint32_t tag = 0;
   Promise<Received> promise;
   std::optional<asio::steady_timer> timer;
@@ -58,6 +61,11 @@ struct RecvWaiter {
   // Parked by the caller's thread (no timer, no recv_into): any thread may complete it.
   // Others have loop-only parts and are completed on the loop.
   bool from_caller = false;
+  PeerState* peer = nullptr;
+  std::weak_ptr<Comm::Impl> comm;
+  void cancel() override;
+  // A thread blocked on a parked recv reads the message itself (PeerState::help_recv).
+  void help(Clock::time_point deadline) override;
 };
 
 // One byte stream to a peer. After the handshake its frames are read by a non-blocking pump
