@@ -12,6 +12,7 @@
 #include "bench/initiator.h"
 #include "bench/report.h"
 #include "bench/responder.h"
+#include "tools/cli_parse.h"
 #include "tools/commands.h"
 #include "wcomm/comm.h"
 
@@ -103,14 +104,7 @@ int run_bench(int argc, char** argv) {
   responder->add_option("--sample-interval", settings.sample_interval, "link sampling period, s")
       ->capture_default_str();
 
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   if (common.config.empty()) {
     std::fprintf(stderr, "wcomm bench: --config FILE is required (the node's YAML config)\n");
     return 2;

@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/html_report.h"
+#include "tools/cli_parse.h"
 #include "tools/commands.h"
 
 namespace wcomm::tools {
@@ -59,14 +60,7 @@ int run_report(int argc, char** argv) {
   app.add_option("-o,--output", output, "the HTML page to write (default: the report's name with .html)");
   app.add_option("--svg-dir", svg_dir, "also write each plot as DIR/<plot>.svg");
   app.add_flag("--quiet", quiet, "do not list the files written on stderr");
-  try {
-    app.parse(argc, argv);
-  } catch (const CLI::CallForHelp& e) {
-    return app.exit(e);
-  } catch (const CLI::ParseError& e) {
-    app.exit(e);
-    return 2;
-  }
+  if (auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   if (output.empty()) output = fs::path(input).replace_extension(".html").string();
   if (fs::path(output) == fs::path(input)) {
     std::fprintf(stderr, "wcomm report: the output '%s' would overwrite the report\n", output.c_str());

@@ -2,9 +2,6 @@
 // tc tbf: the benchmark must read a known link as what it is (median upload goodput within 10%
 // of the payload capacity) and its latency-under-load background traffic must track its target.
 // Needs root and `ip netns`; skips otherwise.
-#include <fcntl.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,6 +16,8 @@
 
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
+
+#include "process_util.h"
 
 namespace {
 
@@ -74,53 +73,6 @@ struct Namespaces {
   }
 };
 
-// A child process (killed and reaped on destruction unless it was waited for).
-struct Child {
-  pid_t pid = -1;
-
-  Child(const std::vector<std::string>& args, const std::string& stderr_path) {
-    pid = fork();
-    if (pid == 0) {
-      const int fd = open(stderr_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-      if (fd >= 0) dup2(fd, STDERR_FILENO);
-      std::vector<char*> argv;
-      for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-      argv.push_back(nullptr);
-      execvp(argv[0], argv.data());
-      _exit(127);
-    }
-  }
-  // The exit code, or -1 when it had to be killed after `limit`.
-  int wait(std::chrono::seconds limit) {
-    const auto deadline = std::chrono::steady_clock::now() + limit;
-    int status = 0;
-    while (waitpid(pid, &status, WNOHANG) == 0) {
-      if (std::chrono::steady_clock::now() > deadline) {
-        kill(pid, SIGKILL);
-        waitpid(pid, &status, 0);
-        pid = -1;
-        return -1;
-      }
-      std::this_thread::sleep_for(20ms);  // polling an exit
-    }
-    pid = -1;
-    return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-  }
-  ~Child() {
-    if (pid > 0) {
-      kill(pid, SIGKILL);
-      waitpid(pid, nullptr, 0);
-    }
-  }
-};
-
-std::string read_file(const std::string& path) {
-  std::ifstream in(path);
-  std::stringstream s;
-  s << in.rdbuf();
-  return s.str();
-}
-
 TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns, tc)";
   const auto started = std::chrono::steady_clock::now();
@@ -128,32 +80,32 @@ TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
   std::string why;
   if (!ns.create(why)) GTEST_SKIP() << "no network namespaces here: " << why;
 
-  const std::filesystem::path dir = std::filesystem::temp_directory_path() / ("wcomm-netns-" + std::to_string(getpid()));
-  std::filesystem::create_directories(dir);
-  std::ofstream(dir / "a.yaml") << "local: {node_id: node-a, host: 192.0.2.1, port: 0}\n"
-                                   "peers: [{node_id: node-b, host: 192.0.2.2, port: 47011}]\n";
-  std::ofstream(dir / "b.yaml") << "local: {node_id: node-b, host: 192.0.2.2, port: 47011}\n"
-                                   "peers: [{node_id: node-a, host: 192.0.2.1, port: 1}]\n";
+  wcomm::testing::TempDir dir;
+  const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 192.0.2.1, port: 0}\n"
+                                                 "peers: [{node_id: node-b, host: 192.0.2.2, port: 47011}]\n");
+  const std::string b_yaml = dir.write("b.yaml", "local: {node_id: node-b, host: 192.0.2.2, port: 47011}\n"
+                                                 "peers: [{node_id: node-a, host: 192.0.2.1, port: 1}]\n");
+  const std::string report_path = (dir.path() / "report.json").string();
 
-  Child responder({"ip", "netns", "exec", ns.b, WCOMM_CLI, "bench", "--config", (dir / "b.yaml").string(), "responder",
-                   "--peer", "node-a", "--wait-timeout", "60", "--operation-timeout", "30"},
-                  (dir / "responder.err").string());
-  for (int i = 0; i < 200 && read_file((dir / "responder.err").string()).find("listening on") == std::string::npos; ++i)
-    std::this_thread::sleep_for(25ms);  // until the responder says it listens (at most 5 s)
+  auto responder = wcomm::testing::Process::spawn({"ip", "netns", "exec", ns.b, WCOMM_CLI, "bench", "--config", b_yaml,
+                                            "responder", "--peer", "node-a", "--wait-timeout", "60",
+                                            "--operation-timeout", "30"},
+                                           dir.path(), "responder");
+  ASSERT_TRUE(responder.wait_for_stderr("listening on", 5s)) << responder.output();
 
-  Child initiator({"ip", "netns", "exec", ns.a, WCOMM_CLI, "bench", "--config", (dir / "a.yaml").string(),
-                   "initiator", "--peer", "node-b", "--latency-sizes", "64", "--latency-rounds", "20",
-                   "--warmup-rounds", "2", "--throughput-sizes", "1048576", "--throughput-target-bytes", "8388608",
-                   "--throughput-trials", "3", "--directions", "upload", "--ping-count", "2", "--load-fractions",
-                   "0.5", "--load-directions", "upload", "--load-concurrencies", "1", "--load-duration", "4",
-                   "--operation-timeout", "30", "--output", (dir / "report.json").string()},
-                  (dir / "initiator.err").string());
-  const int initiator_exit = initiator.wait(70s);
-  const int responder_exit = responder.wait(10s);
-  ASSERT_EQ(initiator_exit, 0) << read_file((dir / "initiator.err").string());
-  EXPECT_EQ(responder_exit, 0) << read_file((dir / "responder.err").string());
+  auto initiator = wcomm::testing::Process::spawn(
+      {"ip", "netns", "exec", ns.a, WCOMM_CLI, "bench", "--config", a_yaml, "initiator", "--peer", "node-b",
+       "--latency-sizes", "64", "--latency-rounds", "20", "--warmup-rounds", "2", "--throughput-sizes", "1048576",
+       "--throughput-target-bytes", "8388608", "--throughput-trials", "3", "--directions", "upload", "--ping-count",
+       "2", "--load-fractions", "0.5", "--load-directions", "upload", "--load-concurrencies", "1", "--load-duration",
+       "4", "--operation-timeout", "30", "--output", report_path},
+      dir.path(), "initiator");
+  const auto initiator_exit = initiator.wait_for(70s);
+  const auto responder_exit = responder.wait_for(10s);
+  ASSERT_EQ(initiator_exit, 0) << initiator.output();
+  EXPECT_EQ(responder_exit, 0) << responder.output();
 
-  const nlohmann::json report = nlohmann::json::parse(read_file((dir / "report.json").string()));
+  const nlohmann::json report = nlohmann::json::parse(wcomm::testing::read_text_file(report_path));
   const double upload = report["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"];
   EXPECT_NEAR(upload, kPayloadCapacityMbps, 0.10 * kPayloadCapacityMbps)
       << "median upload goodput over a 100 Mbit/s tbf veth";
@@ -174,7 +126,6 @@ TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
   EXPECT_EQ(report["responder"]["interface"], "wcb-b");
   EXPECT_EQ(report["ping_to_responder"]["received"], 2);
 
-  std::filesystem::remove_all(dir);
   EXPECT_LT(std::chrono::steady_clock::now() - started, 90s);
 }
 

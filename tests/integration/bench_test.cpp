@@ -1,9 +1,5 @@
 // End-to-end benchmark runs on loopback: the bench layer's responder and initiator in two
 // threads, and the `wcomm bench` command in two processes; each checks the report's V0.1 shape.
-#include <fcntl.h>
-#include <poll.h>
-#include <signal.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -24,6 +20,7 @@
 #include "bench/initiator.h"
 #include "bench/protocol.h"
 #include "bench/responder.h"
+#include "process_util.h"
 #include "wcomm/comm.h"
 
 namespace wcomm::bench {
@@ -344,121 +341,55 @@ TEST(BenchBulk, ReceiverRefillsItsWindowAndSenderPipelines) {
 
 // ---- the `wcomm bench` command, two processes ----
 
-std::string temp_dir() {
-  char pattern[] = "/tmp/wcomm-bench-test-XXXXXX";
-  const char* dir = mkdtemp(pattern);
-  return dir != nullptr ? dir : "/tmp";
-}
-
-void write_file(const std::string& path, const std::string& text) { std::ofstream(path) << text; }
-
-struct Child {
-  pid_t pid = -1;
-  int stderr_fd = -1;
-};
-
-Child spawn(const std::vector<std::string>& args, bool capture_stderr) {
-  int fds[2] = {-1, -1};
-  if (capture_stderr && pipe(fds) != 0) return {};
-  const pid_t pid = fork();
-  if (pid == 0) {
-    if (capture_stderr) {
-      dup2(fds[1], STDERR_FILENO);
-      close(fds[0]);
-      close(fds[1]);
-    }
-    std::vector<char*> argv;
-    for (const auto& a : args) argv.push_back(const_cast<char*>(a.c_str()));
-    argv.push_back(nullptr);
-    execv(argv[0], argv.data());
-    _exit(127);
-  }
-  if (capture_stderr) close(fds[1]);
-  return {pid, capture_stderr ? fds[0] : -1};
-}
-
-// Waits for the child to exit within `limit`; kills it past that. Returns its exit code or -1.
-int wait_exit(pid_t pid, std::chrono::seconds limit) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  int status = 0;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      return -1;
-    }
-    std::this_thread::sleep_for(10ms);  // polling an exit, not synchronising on it
-  }
-  return WIFEXITED(status) ? WEXITSTATUS(status) : -1;
-}
-
-// Reads the child's stderr until a line says where it listens; returns that port or 0.
-int read_listening_port(int fd, std::chrono::seconds limit, std::string& seen) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  while (std::chrono::steady_clock::now() < deadline) {
-    pollfd pfd{fd, POLLIN, 0};
-    if (poll(&pfd, 1, 100) <= 0) continue;
-    char buffer[512];
-    const ssize_t n = read(fd, buffer, sizeof buffer);
-    if (n <= 0) return 0;
-    seen.append(buffer, static_cast<std::size_t>(n));
-    const auto at = seen.find("listening on ");
-    const auto eol = at == std::string::npos ? std::string::npos : seen.find('\n', at);
-    if (eol != std::string::npos) {
-      const std::string address = seen.substr(at, eol - at);
-      return std::atoi(address.substr(address.rfind(':') + 1).c_str());
-    }
-  }
-  return 0;
-}
+using testing::listening_port;
+using testing::Process;
+using testing::run_process;
+using testing::TempDir;
 
 TEST(BenchCommand, ResponderAndInitiatorProcesses) {
-  const std::string dir = temp_dir();
-  write_file(dir + "/b.yaml",
-             "local: {node_id: node-b, host: 127.0.0.1, port: 0}\n"
-             "peers: [{node_id: node-a, host: 127.0.0.1, port: 1}]\n");
-  Child responder = spawn({WCOMM_CLI, "bench", "--config", dir + "/b.yaml", "responder", "--peer", "node-a",
-                           "--wait-timeout", "30", "--operation-timeout", "30", "--output", dir + "/responder.json"},
-                          true);
-  ASSERT_GT(responder.pid, 0);
-  std::string responder_stderr;
-  const int port = read_listening_port(responder.stderr_fd, 30s, responder_stderr);
-  if (port == 0) {
-    kill(responder.pid, SIGKILL);
-    wait_exit(responder.pid, 5s);
-    FAIL() << "the responder did not say where it listens: " << responder_stderr;
-  }
-  write_file(dir + "/a.yaml", "local: {node_id: node-a, host: 127.0.0.1, port: 0}\n"
-                              "peers: [{node_id: node-b, host: 127.0.0.1, port: " + std::to_string(port) + "}]\n");
-  Child initiator = spawn({WCOMM_CLI, "bench", "initiator", "--config", dir + "/a.yaml", "--peer", "node-b",
-                           "--latency-sizes", "0,64", "--latency-rounds", "5", "--warmup-rounds", "2",
-                           "--throughput-sizes", "65536", "--throughput-target-bytes", "262144",
-                           "--throughput-trials", "2", "--operation-timeout", "30", "--interface", "lo", "--quiet",
-                           "--output", dir + "/report.json"},
-                          false);
-  ASSERT_GT(initiator.pid, 0);
-  EXPECT_EQ(wait_exit(initiator.pid, 60s), 0);
-  EXPECT_EQ(wait_exit(responder.pid, 30s), 0);
-  close(responder.stderr_fd);
+  TempDir dir;
+  const std::string b_yaml = dir.write("b.yaml",
+                                       "local: {node_id: node-b, host: 127.0.0.1, port: 0}\n"
+                                       "peers: [{node_id: node-a, host: 127.0.0.1, port: 1}]\n");
+  const std::string responder_json = (dir.path() / "responder.json").string();
+  const std::string report_json = (dir.path() / "report.json").string();
+  auto responder = Process::spawn({WCOMM_CLI, "bench", "--config", b_yaml, "responder", "--peer", "node-a",
+                                   "--wait-timeout", "30", "--operation-timeout", "30", "--output", responder_json},
+                                  dir.path(), "responder");
+  ASSERT_TRUE(responder.wait_for_stderr("listening on", 30s)) << responder.output();
+  const int port = listening_port(responder.err());
+  ASSERT_GT(port, 0) << responder.output();
+  const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 127.0.0.1, port: 0}\n"
+                                                 "peers: [{node_id: node-b, host: 127.0.0.1, port: " +
+                                                     std::to_string(port) + "}]\n");
+  const auto initiator = run_process({WCOMM_CLI, "bench", "initiator", "--config", a_yaml, "--peer", "node-b",
+                                      "--latency-sizes", "0,64", "--latency-rounds", "5", "--warmup-rounds", "2",
+                                      "--throughput-sizes", "65536", "--throughput-target-bytes", "262144",
+                                      "--throughput-trials", "2", "--operation-timeout", "30", "--interface", "lo",
+                                      "--quiet", "--output", report_json},
+                                     dir.path(), "initiator", 60s);
+  EXPECT_EQ(initiator.exit_code, 0) << initiator.err;
+  EXPECT_EQ(responder.wait_for(30s), 0) << responder.output();
 
-  std::ifstream in(dir + "/report.json");
+  std::ifstream in(report_json);
   ASSERT_TRUE(in.good()) << "no report written";
   const json report = json::parse(in);
   check_report(report);
-  std::ifstream responder_in(dir + "/responder.json");
+  std::ifstream responder_in(responder_json);
   ASSERT_TRUE(responder_in.good());
   EXPECT_EQ(json::parse(responder_in), report["responder"]);
-  std::filesystem::remove_all(dir);
 }
 
 TEST(BenchCommand, UsageErrorsExitTwo) {
-  Child no_config = spawn({WCOMM_CLI, "bench", "initiator", "--peer", "node-b"}, false);
-  EXPECT_EQ(wait_exit(no_config.pid, 30s), 2);
-  Child no_role = spawn({WCOMM_CLI, "bench", "--config", "x.yaml"}, false);
-  EXPECT_EQ(wait_exit(no_role.pid, 30s), 2);
-  Child tensors = spawn({WCOMM_CLI, "bench", "--config", "x.yaml", "initiator", "--peer", "b", "--tensor-sizes", "4098"},
-                        false);
-  EXPECT_EQ(wait_exit(tensors.pid, 30s), 2);
+  TempDir dir;
+  for (std::vector<std::string> args : {
+           std::vector<std::string>{WCOMM_CLI, "bench", "initiator", "--peer", "node-b"},  // no --config
+           std::vector<std::string>{WCOMM_CLI, "bench", "--config", "x.yaml"},            // no role
+           std::vector<std::string>{WCOMM_CLI, "bench", "--config", "x.yaml", "initiator", "--peer", "b",
+                                    "--tensor-sizes", "4098"}}) {  // not a whole number of float32
+    const auto result = run_process(args, dir.path(), "usage", 30s);
+    EXPECT_EQ(result.exit_code, 2) << result.err;
+  }
 }
 
 }  // namespace

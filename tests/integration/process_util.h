@@ -97,7 +97,8 @@ inline std::uint16_t free_tcp_port() { return free_tcp_ports(1).front(); }
 // kills a child that is still running, so a failing test never leaves one behind.
 class Process {
  public:
-  // Starts argv[0] (a path) with argv; output goes to <output_dir>/<name>.{out,err}.
+  // Starts argv[0] (a path, or a name looked up in PATH) with argv; output goes to
+  // <output_dir>/<name>.{out,err}.
   static Process spawn(const std::vector<std::string>& argv, const std::filesystem::path& output_dir,
                        const std::string& name) {
     Process p;
@@ -121,7 +122,7 @@ class Process {
     std::vector<char*> args;
     for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
     args.push_back(nullptr);
-    int rc = posix_spawn(&p.pid_, args[0], &actions, &attr, args.data(), environ);
+    int rc = posix_spawnp(&p.pid_, args[0], &actions, &attr, args.data(), environ);
     posix_spawn_file_actions_destroy(&actions);
     posix_spawnattr_destroy(&attr);
     if (rc != 0) throw std::runtime_error("posix_spawn " + argv[0] + ": " + std::strerror(rc));
@@ -168,6 +169,17 @@ class Process {
     if (running()) ::kill(pid_, sig);
   }
 
+  // True once the child's stderr holds `text`, false if it has not within timeout (or the
+  // child exited first).
+  bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout) {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (err().find(text) == std::string::npos) {
+      if (!running() || std::chrono::steady_clock::now() >= deadline) return err().find(text) != std::string::npos;
+      wait_for(std::chrono::milliseconds(20));  // also notices an exit
+    }
+    return true;
+  }
+
   std::string out() const { return read_text_file(out_path_); }
   std::string err() const { return read_text_file(err_path_); }
   // Both streams, labelled, for assertion messages.
@@ -188,6 +200,15 @@ class Process {
   std::optional<int> exit_code_;
   std::filesystem::path out_path_, err_path_;
 };
+
+// The port in a "... listening on HOST:PORT" line (wcomm bench responder's stderr), or 0.
+inline int listening_port(const std::string& text) {
+  const auto at = text.find("listening on ");
+  const auto eol = at == std::string::npos ? std::string::npos : text.find('\n', at);
+  if (eol == std::string::npos) return 0;
+  const std::string line = text.substr(at, eol - at);
+  return std::atoi(line.substr(line.rfind(':') + 1).c_str());
+}
 
 struct ProcessResult {
   int exit_code = -1;      // -1 when it timed out (and was killed)

@@ -10,33 +10,21 @@
 #include <nlohmann/json.hpp>
 
 // The bench layer's headers live under src/ (not a public include directory).
-#include "../../src/bench/json_value.h"
-#include "../../src/bench/settings.h"
-#include "../../src/bench/stats.h"
-#include "../../src/bench/throughput.h"
+#include "bench/json_value.h"
+#include "bench/settings.h"
+#include "bench/stats.h"
+#include "bench/throughput.h"
+#include "reference_report.h"
 
 namespace wcomm::bench {
 namespace {
 
 using nlohmann::json;
-
-const json& reference_report() {
-  static const json report = [] {
-    std::ifstream in(WCOMM_SOURCE_DIR "/../shared/reference-reports/v0.1-initiator-loopback.json");
-    if (!in) return json();
-    return json::parse(in);
-  }();
-  return report;
-}
+using testing::keys_of;
+using testing::reference_report;
 
 #define REQUIRE_REFERENCE()                                                      \
   if (reference_report().is_null()) GTEST_SKIP() << "reference report not found"
-
-std::set<std::string> keys_of(const json& object) {
-  std::set<std::string> keys;
-  for (const auto& [key, value] : object.items()) keys.insert(key);
-  return keys;
-}
 
 // Every numeric field of `expected` matches `actual` within `relative` (nulls must match).
 void expect_close(const json& actual, const json& expected, double relative, const std::string& where) {

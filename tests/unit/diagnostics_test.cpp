@@ -16,33 +16,22 @@
 #include <nlohmann/json.hpp>
 
 // The bench layer's headers live under src/ (not a public include directory).
-#include "../../src/bench/diagnostics.h"
-#include "../../src/bench/diagnostics_commands.h"
-#include "../../src/bench/diagnostics_ping.h"
-#include "../../src/bench/diagnostics_proc.h"
-#include "../../src/bench/diagnostics_radio.h"
-#include "../../src/bench/diagnostics_text.h"
-#include "../../src/bench/link_sampler.h"
+#include "bench/diagnostics.h"
+#include "bench/diagnostics_commands.h"
+#include "bench/diagnostics_ping.h"
+#include "bench/diagnostics_proc.h"
+#include "bench/diagnostics_radio.h"
+#include "bench/diagnostics_text.h"
+#include "bench/link_sampler.h"
+#include "reference_report.h"
 
 namespace wcomm::bench {
 namespace {
 
 using nlohmann::json;
+using testing::keys_of;
+using testing::reference_report;
 namespace fs = std::filesystem;
-
-const json& reference_report() {
-  static const json report = [] {
-    std::ifstream in(WCOMM_SOURCE_DIR "/../shared/reference-reports/v0.1-initiator-loopback.json");
-    return json::parse(in);
-  }();
-  return report;
-}
-
-std::set<std::string> keys_of(const json& object) {
-  std::set<std::string> keys;
-  for (const auto& [key, value] : object.items()) keys.insert(key);
-  return keys;
-}
 
 // `ours` has exactly the keys of `reference` at every level (objects) and the same kind of
 // value wherever both are non-null; arrays compare their first elements.

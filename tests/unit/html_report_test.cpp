@@ -16,24 +16,19 @@
 #include <nlohmann/json.hpp>
 
 // The bench layer's headers live under src/ (not a public include directory).
-#include "../../src/bench/diagnostics_commands.h"
-#include "../../src/bench/html_report.h"
-#include "../../src/bench/report_plots.h"
-#include "../../src/bench/svg_plot.h"
+#include "bench/diagnostics_commands.h"
+#include "bench/html_report.h"
+#include "bench/report_plots.h"
+#include "bench/svg_plot.h"
+#include "reference_report.h"
 
 namespace wcomm::bench {
 namespace {
 
 using nlohmann::json;
+using testing::keys_of;
+using testing::reference_report;
 namespace fs = std::filesystem;
-
-const json& reference_report() {
-  static const json report = [] {
-    std::ifstream in(WCOMM_SOURCE_DIR "/../shared/reference-reports/v0.1-initiator-loopback.json");
-    return json::parse(in);
-  }();
-  return report;
-}
 
 // The reference report with what its run did not have: latency-under-load scenarios (the keys
 // docs/benchmark-report.md names) and iw link fields in the initiator's link samples.
