@@ -22,18 +22,32 @@ namespace wcomm::testing {
 
 using namespace std::chrono_literals;
 
-// A port that was free a moment ago (bind to 0, read it back, release it).
-inline std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  socklen_t len = sizeof addr;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
-}
+// A loopback port held bound (SO_REUSEADDR, not listening) while this object lives. The
+// kernel then hands it to no outgoing connection as its local port, yet a Comm, which sets
+// SO_REUSEADDR too, can still listen on it: a port to name in a config before its node starts.
+class ReservedPort {
+ public:
+  ReservedPort() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    int one = 1;
+    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    socklen_t len = sizeof addr;
+    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
+    port_ = ntohs(addr.sin_port);
+  }
+  ~ReservedPort() { ::close(fd_); }
+  ReservedPort(const ReservedPort&) = delete;
+  ReservedPort& operator=(const ReservedPort&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
 
 struct Pair {
   std::shared_ptr<Comm> a, b;
@@ -42,23 +56,16 @@ struct Pair {
 
 // Two Comms, node-a and node-b, that know each other. Extra peers may be listed on both.
 inline Pair make_pair(CommConfig config_a = {}, CommConfig config_b = {}, std::vector<Peer> extra_peers = {}) {
-  // A port free a moment ago can be taken meanwhile (e.g. as another socket's ephemeral
-  // port): pick new ports and try again.
-  for (int attempt = 0;; ++attempt) {
-    Pair p;
-    p.peer_a = {"node-a", "127.0.0.1", free_port()};
-    p.peer_b = {"node-b", "127.0.0.1", free_port()};
-    std::vector<Peer> peers_a{p.peer_b}, peers_b{p.peer_a};
-    peers_a.insert(peers_a.end(), extra_peers.begin(), extra_peers.end());
-    peers_b.insert(peers_b.end(), extra_peers.begin(), extra_peers.end());
-    try {
-      p.a = Comm::create({p.peer_a, peers_a, "127.0.0.1", config_a});
-      p.b = Comm::create({p.peer_b, peers_b, "127.0.0.1", config_b});
-      return p;
-    } catch (const ConnectionFailedError&) {
-      if (attempt == 10) throw;
-    }
-  }
+  ReservedPort port_a, port_b;  // held until both listen
+  Pair p;
+  p.peer_a = {"node-a", "127.0.0.1", port_a.port()};
+  p.peer_b = {"node-b", "127.0.0.1", port_b.port()};
+  std::vector<Peer> peers_a{p.peer_b}, peers_b{p.peer_a};
+  peers_a.insert(peers_a.end(), extra_peers.begin(), extra_peers.end());
+  peers_b.insert(peers_b.end(), extra_peers.begin(), extra_peers.end());
+  p.a = Comm::create({p.peer_a, peers_a, "127.0.0.1", config_a});
+  p.b = Comm::create({p.peer_b, peers_b, "127.0.0.1", config_b});
+  return p;
 }
 
 // The operation's result, failing the test if it takes longer than limit.

@@ -201,7 +201,8 @@ TEST(CommBackpressure, FailFastAndWaitForCapacity) {
   small.max_peer_queued_messages = 2;
   small.connect_timeout_s = 10;
   // node-b does not exist yet: sends queue up while node-a retries its dial.
-  Peer peer_a{"node-a", "127.0.0.1", free_port()}, peer_b{"node-b", "127.0.0.1", free_port()};
+  ReservedPort port_a, port_b;
+  Peer peer_a{"node-a", "127.0.0.1", port_a.port()}, peer_b{"node-b", "127.0.0.1", port_b.port()};
   auto a = Comm::create({peer_a, {peer_b}, "127.0.0.1", small});
   auto f1 = a->send(Value(1), a->peer("node-b"));
   auto f2 = a->send(Value(2), a->peer("node-b"));
@@ -251,7 +252,8 @@ TEST(CommBackpressure, TimeoutCancelsActiveSendAndReleasesCapacity) {
 TEST(CommBackpressure, CancelQueuedSendRemovesIt) {
   CommConfig config;
   config.max_peer_queued_messages = 1;
-  Peer peer_a{"node-a", "127.0.0.1", free_port()}, peer_b{"node-b", "127.0.0.1", free_port()};
+  ReservedPort port_a, port_b;
+  Peer peer_a{"node-a", "127.0.0.1", port_a.port()}, peer_b{"node-b", "127.0.0.1", port_b.port()};
   auto a = Comm::create({peer_a, {peer_b}, "127.0.0.1", config});
   auto queued = a->send(Value("never"), a->peer("node-b"));  // nobody listens yet
   queued.cancel();
@@ -267,7 +269,8 @@ TEST(CommBackpressure, CancelQueuedSendRemovesIt) {
 TEST(CommFailures, UnreachablePeerFailsWithConnectionFailed) {
   CommConfig config;
   config.connect_timeout_s = 0.3;
-  Peer peer_a{"node-a", "127.0.0.1", free_port()}, ghost{"ghost", "127.0.0.1", free_port()};
+  ReservedPort port_a, port_ghost;  // nobody ever listens on the ghost's port
+  Peer peer_a{"node-a", "127.0.0.1", port_a.port()}, ghost{"ghost", "127.0.0.1", port_ghost.port()};
   auto a = Comm::create({peer_a, {ghost}, "127.0.0.1", config});
   auto r = wait_result(a->send(Value(1), a->peer("ghost")));
   ASSERT_FALSE(r.ok());
