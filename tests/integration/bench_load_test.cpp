@@ -30,8 +30,12 @@ TEST(BenchLoad, PacedStreamsDeliverTheirTargetInEachDirection) {
                         1e6;
     EXPECT_NEAR(mbps, 80.0 * directions, 0.15 * 80.0 * directions) << direction;
     EXPECT_LT(result.elapsed_s, 3.0) << direction;
-    if (std::string(direction) == "upload") EXPECT_EQ(result.bytes_received, 0u);
-    if (std::string(direction) == "download") EXPECT_EQ(result.bytes_sent, 0u);
+    if (std::string(direction) == "upload") {
+      EXPECT_EQ(result.bytes_received, 0u);
+    }
+    if (std::string(direction) == "download") {
+      EXPECT_EQ(result.bytes_sent, 0u);
+    }
   }
   server.stop();
 }
