@@ -43,7 +43,8 @@ class Stream {
   virtual void stop_waiting_readable() = 0;
   // The descriptor a thread may poll() for readability while it reads with try_read.
   virtual int native_handle() = 0;
-  // Ends both directions without releasing the descriptor: a thread polling it wakes up.
+  // Ends both directions and cancels outstanding operations, without releasing the
+  // descriptor: a thread polling it wakes up. Loop thread.
   virtual void shutdown() = 0;
   // Cancels outstanding operations (their handlers see asio::error::operation_aborted).
   virtual void close() = 0;

@@ -105,6 +105,10 @@ class TcpStream final : public Stream {
     if (fd_ >= 0) ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
   }
   void shutdown() override {
+    // The loop lets go of the socket now (its waits see operation_aborted), so nothing of it
+    // stays registered with Asio until the descriptor itself is closed, maybe much later.
+    read_watch_.reset();
+    write_watch_.reset();
     if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
   }
   void close() override {

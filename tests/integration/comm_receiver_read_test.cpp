@@ -157,6 +157,16 @@ TEST(CommReceiverRead, ClosingTheCommFailsTheReader) {
   EXPECT_EQ(r.error().code, ErrorCode::kClosed);
 }
 
+TEST(CommReceiverRead, DestroyingTheCommFailsTheReader) {
+  auto p = connected_pair();
+  auto pending = p.b->recv(p.b->peer("node-a"));
+  auto waited = on_blocked_thread([&] { return pending.wait().ok(); });
+  p.b.reset();  // the last handle: closes the Comm while the reader still holds its insides
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_FALSE(waited.get());
+  EXPECT_THROW(pending.get(), ClosedError);
+}
+
 TEST(CommReceiverRead, InboundBoundStillPushesBack) {
   CommConfig receiver;
   receiver.max_peer_unreceived_messages = 2;
