@@ -171,7 +171,9 @@ void Connection::read_from_loop() {
     failure = read_failure_;
   }
   if (result == PumpResult::kFailed) return fail(*failure, false);
-  arm_from_loop();
+  // Paused: bytes wait unread on purpose, and watching would report them at once, again and
+  // again; resume_reading() reads on once the application has drained.
+  if (result == PumpResult::kDrained) arm_from_loop();
 }
 
 void Connection::arm_from_loop() {

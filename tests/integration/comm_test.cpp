@@ -1,5 +1,7 @@
 // Comm on real loopback sockets: directory, send/recv, connection reuse, tags, records,
 // simultaneous dials, timeouts, backpressure, cancellation, broken and hostile peers.
+#include <time.h>
+
 #include <future>
 #include <thread>
 
@@ -348,6 +350,24 @@ TEST(CommFailures, InboundBoundPushesBackUntilDrained) {
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < 50; ++i) sends.push_back(p.a->send(Value(i), p.a->peer("node-b")));
   for (int i = 0; i < 50; ++i) EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(i));
+  for (auto& f : sends) wait_value(std::move(f));
+}
+
+TEST(CommFailures, PausedConnectionIdlesWithoutSpinning) {
+  CommConfig receiver;
+  receiver.max_peer_unreceived_messages = 2;
+  auto p = make_pair({}, receiver);
+  std::vector<Future<SendResult>> sends;
+  for (int i = 0; i < 200; ++i) sends.push_back(p.a->send(Value(std::string(1000, 'x')), p.a->peer("node-b")));
+  std::this_thread::sleep_for(100ms);  // node-b's inbox fills; the rest waits in the socket
+  // Paused with bytes waiting: no thread may spin on them (a spin would burn ~300 ms here).
+  timespec before{}, after{};
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &before);
+  std::this_thread::sleep_for(300ms);
+  clock_gettime(CLOCK_PROCESS_CPUTIME_ID, &after);
+  const double cpu_s = double(after.tv_sec - before.tv_sec) + double(after.tv_nsec - before.tv_nsec) * 1e-9;
+  EXPECT_LT(cpu_s, 0.1) << "CPU used while paused";
+  for (int i = 0; i < 200; ++i) EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(std::string(1000, 'x')));
   for (auto& f : sends) wait_value(std::move(f));
 }
 
