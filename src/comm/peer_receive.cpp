@@ -8,6 +8,7 @@
 
 #include <algorithm>
 #include <cstring>
+#include <ctime>
 
 #include "comm/comm_impl.h"
 #include "comm/thread_wake.h"
@@ -100,15 +101,16 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
   if (!connection || wake < 0 || !connection->begin_caller_read()) return;
   // Poll first: when the message is not here yet (the usual case), a read would only fail.
   while (!waiter->promise.done()) {
-    int timeout_ms = -1;
+    timespec timeout{};  // ppoll, not poll: a Python recv waits 200 us, not a whole millisecond
     if (deadline != Clock::time_point::max()) {
-      auto left = std::chrono::ceil<std::chrono::milliseconds>(deadline - Clock::now()).count();
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
       if (left <= 0) break;
-      timeout_ms = static_cast<int>(std::min<long long>(left, 1 << 30));
+      timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
+      timeout.tv_nsec = static_cast<long>(left % 1'000'000'000);
     }
     if (!waiter->promise.set_wake_fd(wake)) break;
     pollfd fds[2] = {{connection->descriptor(), POLLIN, 0}, {wake, POLLIN, 0}};
-    const int ready = ::poll(fds, 2, timeout_ms);
+    const int ready = ::ppoll(fds, 2, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
     waiter->promise.set_wake_fd(-1);
     if (fds[1].revents) clear_wake_fd(wake);
     if (ready == 0) break;  // the deadline

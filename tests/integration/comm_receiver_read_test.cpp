@@ -1,6 +1,7 @@
 // The receive fast path: a thread blocked in recv() reads its message from the socket itself
 // (PeerState::help_recv), while the loop stands down. These tests pin down what it must not
 // break: other waiters and callbacks, order, cancel, timeouts, close and peer failures.
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <thread>
@@ -135,6 +136,23 @@ TEST(CommReceiverRead, WaitForReturnsAtItsDeadlineAndTheRecvGoesOn) {
   EXPECT_GE(std::chrono::steady_clock::now() - start, 190ms);
   wait_value(p.a->send(Value("late"), p.a->peer("node-b")));
   EXPECT_EQ(wait_value(std::move(pending)).value, Value("late"));
+}
+
+TEST(CommReceiverRead, ShortWaitsKeepTheirLength) {
+  // The Python layer waits 200 us for a reply before it goes back to asyncio; a wait rounded
+  // up to whole milliseconds would stall its event loop five times longer.
+  auto p = connected_pair();
+  auto pending = p.b->recv(p.b->peer("node-a"));
+  std::vector<double> waited_us;
+  for (int i = 0; i < 11; ++i) {
+    const auto start = std::chrono::steady_clock::now();
+    EXPECT_EQ(pending.wait_for(200us), nullptr);
+    waited_us.push_back(std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count());
+  }
+  std::sort(waited_us.begin(), waited_us.end());
+  EXPECT_GE(waited_us.front(), 190.0);
+  EXPECT_LT(waited_us[waited_us.size() / 2], 900.0) << "median wait_for(200us)";
+  pending.cancel();
 }
 
 TEST(CommReceiverRead, PeerClosingFailsTheReader) {
