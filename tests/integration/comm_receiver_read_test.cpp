@@ -3,6 +3,7 @@
 // break: other waiters and callbacks, order, cancel, timeouts, close and peer failures.
 #include <algorithm>
 #include <atomic>
+#include <cstdlib>
 #include <future>
 #include <thread>
 
@@ -204,7 +205,7 @@ TEST(CommReceiverRead, InboundBoundStillPushesBack) {
 
 TEST(CommReceiverRead, PingPongFromTwoThreadsKeepsEveryMessage) {
   auto p = connected_pair();
-  constexpr int kRounds = 2000;
+  const int kRounds = std::getenv("WCOMM_LONG_TESTS") ? 100000 : 2000;  // a soak with WCOMM_LONG_TESTS=1
   auto echo = std::async(std::launch::async, [&] {
     const Peer& a = p.b->peer("node-a");
     for (int i = 0; i < kRounds; ++i) p.b->send(p.b->recv(a).get().value, a).get();

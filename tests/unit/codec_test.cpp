@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <cmath>
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -1015,10 +1016,20 @@ TEST(Fuzz, MutatedGoldenFramesNeverCrashTheDecoder) {
   tight.max_metadata_bytes = 16;
   const CodecOptions option_sets[] = {{}, {.limits = &unsafe, .registry = &test_registry()}, {.limits = &tight}};
 
-  std::mt19937_64 rng(0xC0111u);
+  // CI runs a short fixed-seed pass; WCOMM_LONG_TESTS=1 runs a long one from a fresh seed
+  // (printed; WCOMM_FUZZ_SEED=N replays it).
+  const bool long_run = std::getenv("WCOMM_LONG_TESTS") != nullptr;
+  const char* seed_text = std::getenv("WCOMM_FUZZ_SEED");
+  const std::uint64_t seed = seed_text ? std::strtoull(seed_text, nullptr, 0)
+                             : long_run ? std::random_device{}()
+                                        : 0xC0111u;
+  const int iterations = long_run ? 400000 : 6000;
+  if (long_run || seed_text) std::printf("fuzz: %d iterations, WCOMM_FUZZ_SEED=%llu\n", iterations,
+                                         static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
   auto pick = [&](std::size_t n) { return n ? static_cast<std::size_t>(rng() % n) : 0; };
   std::size_t decoded = 0;
-  for (int iteration = 0; iteration < 6000; ++iteration) {
+  for (int iteration = 0; iteration < iterations; ++iteration) {
     Bytes8 f = corpus[pick(corpus.size())];
     int mutations = 1 + static_cast<int>(pick(4));
     for (int m = 0; m < mutations; ++m) {
