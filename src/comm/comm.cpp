@@ -153,19 +153,29 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
   return future;
 }
 
+namespace {
+
+// Future::cancel() for a send or recv: the loop cancels the operation if both it and the
+// Comm are still there when it gets to it.
+template <class Operation, class Cancel>
+void cancel_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation> operation, Cancel cancel) {
+  if (auto impl = comm.lock())
+    asio::post(impl->io, [operation = std::move(operation), cancel] {
+      if (auto op = operation.lock()) cancel(op);
+    });
+}
+
+}  // namespace
+
 void OutMessage::cancel() {
-  auto impl = comm.lock();
-  if (!impl) return;
-  asio::post(impl->io, [state = peer, weak = weak_from_this()] {
-    if (auto m = weak.lock()) state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
+  cancel_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<OutMessage>& m) {
+    state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
   });
 }
 
 void RecvWaiter::cancel() {
-  auto impl = comm.lock();
-  if (!impl) return;
-  asio::post(impl->io, [state = peer, weak = weak_from_this()] {
-    if (auto w = weak.lock()) state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
+  cancel_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>& w) {
+    state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
   });
 }
 

@@ -160,7 +160,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool paused_ = false;
   bool closing_ = false;  // the loop has ended the stream; a reading caller closes it last
   std::atomic<bool> caller_reading_{false};
-  std::atomic<bool> loop_armed_{false};  // the loop waits for bytes
+  bool loop_armed_ = false;  // loop only: it waits for bytes
   std::optional<asio::steady_timer> stand_down_timer_;  // loop only
 };
 

@@ -150,7 +150,8 @@ constexpr auto kStandDown = std::chrono::milliseconds(1);
 void Connection::read_from_loop() {
   if (failed_) return;
   if (caller_reading_.load()) {
-    stream_->stop_waiting_readable();
+    stream_->stop_waiting_readable();  // its handler sees operation_aborted
+    loop_armed_ = false;
     if (!stand_down_timer_) {
       stand_down_timer_.emplace(impl_.io, kStandDown);
       stand_down_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
@@ -177,11 +178,14 @@ void Connection::read_from_loop() {
 }
 
 void Connection::arm_from_loop() {
-  if (failed_ || loop_armed_.exchange(true)) return;
+  if (failed_ || loop_armed_) return;
+  loop_armed_ = true;
   stream_->async_wait_readable([self = shared_from_this()](std::error_code ec) {
-    self->loop_armed_.store(false);
+    // Aborted: whoever stopped the wait has cleared loop_armed_ (or the stream is closed).
     // Other errors and the end of the stream are the pump's to find and report.
-    if (ec != asio::error::operation_aborted) self->read_from_loop();
+    if (ec == asio::error::operation_aborted) return;
+    self->loop_armed_ = false;
+    self->read_from_loop();
   });
 }
 

@@ -156,20 +156,30 @@ Pair make_pair() {
   return p;
 }
 
+// run_responder for the pair on a thread of its own (30 s timeouts); join() before reading
+// what it returned or threw.
+struct ResponderThread {
+  explicit ResponderThread(Pair& p)
+      : thread([this, &p] {
+          ResponderOptions options;
+          options.first_request_timeout = Seconds(30);
+          options.operation_timeout = Seconds(30);
+          try {
+            report = run_responder(*p.responder, p.responder->peer("node-a"), options);
+          } catch (const std::exception& e) {
+            error = e.what();
+          }
+        }) {}
+  void join() { thread.join(); }
+
+  json report;
+  std::string error;
+  std::thread thread;  // last: starts once the members it fills exist
+};
+
 TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
   Pair p = make_pair();
-  json responder_report;
-  std::string responder_error;
-  std::thread responder([&] {
-    ResponderOptions options;
-    options.first_request_timeout = Seconds(30);
-    options.operation_timeout = Seconds(30);
-    try {
-      responder_report = run_responder(*p.responder, p.responder->peer("node-a"), options);
-    } catch (const std::exception& e) {
-      responder_error = e.what();
-    }
-  });
+  ResponderThread responder(p);
   json report;
   std::vector<std::string> progress;
   try {
@@ -180,11 +190,11 @@ TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
     p.responder->close();  // ends the responder's wait at once
   }
   responder.join();
-  ASSERT_TRUE(responder_error.empty()) << responder_error;
+  ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
   check_report(report);
   EXPECT_EQ(report["initiator"]["interface"], "lo");
-  EXPECT_EQ(report["responder"], responder_report);
+  EXPECT_EQ(report["responder"], responder.report);
   EXPECT_FALSE(progress.empty());
   // Nothing of the bulk payloads was copied in user space on either side.
   EXPECT_EQ(p.initiator->stats().bytes_copied, 0u);
@@ -194,17 +204,7 @@ TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
 // Tensors and latency under load on loopback, with a short matrix; the page renders the run.
 TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
   Pair p = make_pair();
-  std::string responder_error;
-  std::thread responder([&] {
-    ResponderOptions options;
-    options.first_request_timeout = Seconds(30);
-    options.operation_timeout = Seconds(30);
-    try {
-      run_responder(*p.responder, p.responder->peer("node-a"), options);
-    } catch (const std::exception& e) {
-      responder_error = e.what();
-    }
-  });
+  ResponderThread responder(p);
   BenchSettings s = short_matrix();
   s.latency_sizes = {64};
   s.directions = {"upload", "download"};
@@ -226,7 +226,7 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
     p.responder->close();
   }
   responder.join();
-  ASSERT_TRUE(responder_error.empty()) << responder_error;
+  ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
 
   const json& tensor = report["tensor"];
@@ -269,15 +269,7 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
 
 TEST(BenchEndToEnd, ResponderAnswersBadRequestsWithErrorAndGoesOn) {
   Pair p = make_pair();
-  std::thread responder([&] {
-    ResponderOptions options;
-    options.first_request_timeout = Seconds(30);
-    options.operation_timeout = Seconds(30);
-    try {
-      run_responder(*p.responder, p.responder->peer("node-a"), options);
-    } catch (const std::exception&) {
-    }
-  });
+  ResponderThread responder(p);
   ControlChannel control(*p.initiator, p.initiator->peer("node-b"), Seconds(30));
   try {
     control.send(Dict{{"op", "teleport"}});
