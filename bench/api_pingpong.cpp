@@ -1,6 +1,6 @@
 // Small-message latency through the public Comm API: two processes, a 64 B Bytes payload,
 // send().get() then recv().get(), as an application would write it.
-// Usage: api_pingpong [rounds] [bytes]
+// Usage: api_pingpong [rounds] [bytes] [recv_busy_poll_us (default: CommConfig's; 0 sleeps at once)]
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -12,6 +12,8 @@ using namespace wcomm::bench_programs;
 int main(int argc, char** argv) {
   const std::uint64_t rounds = arg_or(argc, argv, 1, 20000);
   const std::size_t size = arg_or(argc, argv, 2, 64);
+  wcomm::CommConfig config;
+  config.recv_busy_poll_us = arg_or(argc, argv, 3, config.recv_busy_poll_us);
   const std::uint64_t warmup = std::min<std::uint64_t>(1000, rounds);
   const std::uint64_t total = warmup + rounds;
 
@@ -22,7 +24,7 @@ int main(int argc, char** argv) {
   if (child != 0) {
     // Echo side: listens on an ephemeral port, which the child (the dialer) learns by pipe.
     // The child's directory entry is never dialed, so its port is a placeholder.
-    auto comm = wcomm::Comm::create(wcomm::CommSpec{{"echo", "127.0.0.1", 0}, {{"ping", "127.0.0.1", 1}}, "", {}});
+    auto comm = wcomm::Comm::create(wcomm::CommSpec{{"echo", "127.0.0.1", 0}, {{"ping", "127.0.0.1", 1}}, "", config});
     write_port(port_pipe[1], comm->port());
     const wcomm::Peer& peer = comm->peer("ping");
     for (std::uint64_t i = 0; i < total; ++i) {
@@ -36,7 +38,7 @@ int main(int argc, char** argv) {
   }
 
   const std::uint16_t port = read_port(port_pipe[0]);
-  auto comm = wcomm::Comm::create(wcomm::CommSpec{{"ping", "127.0.0.1", 0}, {{"echo", "127.0.0.1", port}}, "", {}});
+  auto comm = wcomm::Comm::create(wcomm::CommSpec{{"ping", "127.0.0.1", 0}, {{"echo", "127.0.0.1", port}}, "", config});
   const wcomm::Peer& peer = comm->peer("echo");
   const wcomm::Bytes payload(std::string(size, 'x'));
   std::vector<double> rtt_us;

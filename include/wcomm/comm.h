@@ -57,6 +57,7 @@ struct CommStats {
   // Messages read by the thread that was blocked in recv() for them (the receive fast path,
   // docs/thread-model.md), not by the loop thread. Included in messages_received.
   std::uint64_t messages_read_by_receivers = 0;
+  std::uint64_t messages_read_busy_polling = 0;  // of those, read while busy polling
 };
 
 // Thread-safe. Every operation returns a Future; its callbacks run on the Comm's loop thread

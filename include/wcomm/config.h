@@ -33,6 +33,11 @@ struct CommConfig {
   std::uint64_t egress_quantum_bytes = 1ull << 20;
   double egress_rate_bytes_per_second = 0.0;
   std::uint64_t egress_burst_bytes = 1ull << 20;
+  // Busy polling: a thread blocked on a plain recv (get / wait / wait_for) reads the socket
+  // without sleeping for up to this many microseconds before it sleeps. A reply that comes
+  // within the window costs no sleep and wake-up (several microseconds each way on a virtual
+  // machine); the price is up to this much CPU per recv that has to wait. 0 sleeps at once.
+  std::uint64_t recv_busy_poll_us = 20;
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;

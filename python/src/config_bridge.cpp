@@ -27,6 +27,7 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("egress_quantum_bytes", c.egress_quantum_bytes);
   fn("egress_rate_bytes_per_second", c.egress_rate_bytes_per_second);
   fn("egress_burst_bytes", c.egress_burst_bytes);
+  fn("recv_busy_poll_us", c.recv_busy_poll_us);
 }
 
 }  // namespace

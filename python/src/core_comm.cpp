@@ -190,6 +190,7 @@ py::dict CoreComm::stats() const {
   out["connections_accepted"] = s.connections_accepted;
   out["connections_rejected"] = s.connections_rejected;
   out["messages_read_by_receivers"] = s.messages_read_by_receivers;
+  out["messages_read_busy_polling"] = s.messages_read_busy_polling;
   return out;
 }
 

@@ -78,6 +78,7 @@ _INT_FIELDS = (
     "max_peer_unreceived_bytes",
     "egress_quantum_bytes",
     "egress_burst_bytes",
+    "recv_busy_poll_us",
 )
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
 
@@ -109,6 +110,7 @@ class CommConfig:
     max_peer_unreceived_messages: int = 4096
     max_peer_unreceived_bytes: int = 512 << 20
     connect_timeout_s: float = 30.0
+    recv_busy_poll_us: int = 20
 
     def __post_init__(self) -> None:
         for name in _INT_FIELDS:

@@ -241,7 +241,8 @@ CommStats Comm::stats() const {
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
           get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
-          get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers)};
+          get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
+          get(s.messages_read_busy_polling)};
 }
 
 }  // namespace wcomm

@@ -99,7 +99,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // A caller's thread takes the reading over (false if it cannot now), pumps and polls the
   // descriptor, then hands the reading back to the loop.
   bool begin_caller_read();
-  PumpResult pump_from_caller(const RecvWaiter& until);  // stops once `until` is complete
+  // Stops once `until` is complete. busy_polling: the caller polls without sleeping (counted).
+  PumpResult pump_from_caller(const RecvWaiter& until, bool busy_polling);
   int descriptor() { return stream_->native_handle(); }
   void end_caller_read(bool others_waiting);
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
@@ -160,6 +161,7 @@ class Connection : public std::enable_shared_from_this<Connection> {
   bool paused_ = false;
   bool closing_ = false;  // the loop has ended the stream; a reading caller closes it last
   std::atomic<bool> caller_reading_{false};
+  bool caller_busy_polling_ = false;  // the reading caller polls without sleeping
   bool loop_armed_ = false;  // loop only: it waits for bytes
   std::optional<asio::steady_timer> stand_down_timer_;  // loop only
 };
@@ -185,6 +187,8 @@ class PeerState {
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (see Connection). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
+  // help_recv's first phase when CommConfig::recv_busy_poll_us is set: reading without sleeping.
+  void busy_poll(Connection& connection, const RecvWaiter& waiter, Clock::time_point deadline);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
 
@@ -281,7 +285,7 @@ struct Comm::Impl {
   struct AtomicStats {
     std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
         wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
-        connections_rejected{0}, messages_read_by_receivers{0};
+        connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0};
   } stats;
 
   Poster poster();

@@ -196,8 +196,9 @@ bool Connection::begin_caller_read() {
   return true;
 }
 
-Connection::PumpResult Connection::pump_from_caller(const RecvWaiter& until) {
+Connection::PumpResult Connection::pump_from_caller(const RecvWaiter& until, bool busy_polling) {
   std::lock_guard lock(read_mutex_);
+  caller_busy_polling_ = busy_polling;
   return pump_locked(false, &until);
 }
 
@@ -371,7 +372,10 @@ void Connection::finish_frame(bool from_loop) {
   stage_bytes_ = 0;
   impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
   impl_.stats.wire_bytes_received.fetch_add(header.frame_bytes(), std::memory_order_relaxed);
-  if (!from_loop) impl_.stats.messages_read_by_receivers.fetch_add(1, std::memory_order_relaxed);
+  if (!from_loop) {
+    impl_.stats.messages_read_by_receivers.fetch_add(1, std::memory_order_relaxed);
+    if (caller_busy_polling_) impl_.stats.messages_read_busy_polling.fetch_add(1, std::memory_order_relaxed);
+  }
   if (auto into = std::move(frame_into_)) {
     frame_into_.reset();
     if (into_mismatch_)

@@ -99,6 +99,7 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
   }
   const int wake = this_thread_wake_fd();
   if (!connection || wake < 0 || !connection->begin_caller_read()) return;
+  busy_poll(*connection, *waiter, deadline);
   // Poll first: when the message is not here yet (the usual case), a read would only fail.
   while (!waiter->promise.done()) {
     timespec timeout{};  // ppoll, not poll: a Python recv waits 200 us, not a whole millisecond
@@ -114,7 +115,7 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
     waiter->promise.set_wake_fd(-1);
     if (fds[1].revents) clear_wake_fd(wake);
     if (ready == 0) break;  // the deadline
-    if (connection->pump_from_caller(*waiter) != Connection::PumpResult::kDrained) break;
+    if (connection->pump_from_caller(*waiter, false) != Connection::PumpResult::kDrained) break;
   }
   bool others_waiting;
   {
@@ -124,6 +125,18 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
     });
   }
   connection->end_caller_read(others_waiting);
+}
+
+// CommConfig::recv_busy_poll_us: reads the socket again and again, without sleeping, until
+// the waiter is complete (by this thread's read, a cancel or a close), the window ends, or
+// the connection stops being readable here (paused or failed: the sleeping loop after this
+// finds that out again and leaves).
+void PeerState::busy_poll(Connection& connection, const RecvWaiter& waiter, Clock::time_point deadline) {
+  const auto window = std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us);
+  if (window.count() == 0) return;
+  const auto until = std::min(deadline, Clock::now() + window);
+  while (!waiter.promise.done() && Clock::now() < until)
+    if (connection.pump_from_caller(waiter, true) != Connection::PumpResult::kDrained) return;
 }
 
 void PeerState::refresh_caller_read() {

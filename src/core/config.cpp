@@ -48,6 +48,8 @@ namespace {
 //   egress_burst_bytes           >= egress_quantum_bytes when a rate is set, else unused:
 //                                               the bucket must hold one quantum or it never
 //                                               lets a write through
+//   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
+//                                               far past any use
 // ---------------------------------------------------------------------------------------------
 
 constexpr std::uint64_t kMaxByteLimit = 1ull << 48;
@@ -55,6 +57,7 @@ constexpr std::uint64_t kMaxManifestBytes = std::numeric_limits<std::uint32_t>::
 constexpr std::uint64_t kMaxSegments = 1ull << 20;
 constexpr std::uint64_t kMaxContainerDepth = 4096;
 constexpr std::uint64_t kMinEgressQuantum = 1024;
+constexpr std::uint64_t kMaxBusyPollUs = 1'000'000;
 
 // The first unacceptable field of a CommConfig: its name and what is wrong with its value.
 struct ConfigProblem {
@@ -131,6 +134,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
                              std::to_string(c.egress_quantum_bytes) +
                              ") when egress_rate_bytes_per_second is set, got " +
                              std::to_string(c.egress_burst_bytes)};
+  if ((p = check_range("recv_busy_poll_us", c.recv_busy_poll_us, 0, kMaxBusyPollUs,
+                       "between 0 and 1000000 microseconds")))
+    return p;
   return std::nullopt;
 }
 
@@ -353,7 +359,7 @@ const std::vector<std::string_view>& comm_keys() {
       "max_peer_queued_messages", "max_peer_queued_bytes",        "max_peer_unreceived_messages",
       "max_peer_unreceived_bytes", "connect_timeout_s",           "allow_unsafe_pickle",
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
-      "egress_burst_bytes"};
+      "egress_burst_bytes",       "recv_busy_poll_us"};
   return keys;
 }
 
@@ -379,6 +385,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
     else if (key == "egress_quantum_bytes") integer_field = &c.egress_quantum_bytes;
     else if (key == "egress_burst_bytes") integer_field = &c.egress_burst_bytes;
+    else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
