@@ -157,6 +157,102 @@ TEST(CommReceiverRead, ShortWaitsKeepTheirLength) {
   pending.cancel();
 }
 
+// ---- busy polling (CommConfig::recv_busy_poll_us) ----------------------------------------
+
+CommConfig busy_polling(std::uint64_t us) {
+  CommConfig c;
+  c.recv_busy_poll_us = us;
+  return c;
+}
+
+double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+TEST(CommBusyPoll, MessageWithinTheWindowIsReadWithoutSleeping) {
+  auto p = connected_pair(busy_polling(1'000'000));
+  const auto before = p.b->stats();
+  auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });
+  wait_value(p.a->send(Value("quick"), p.a->peer("node-b")));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value("quick"));
+  EXPECT_EQ(p.b->stats().messages_read_busy_polling, before.messages_read_busy_polling + 1);
+  EXPECT_EQ(p.b->stats().messages_read_by_receivers, before.messages_read_by_receivers + 1);
+}
+
+TEST(CommBusyPoll, ZeroWindowSleepsAtOnce) {
+  auto p = connected_pair(busy_polling(0));
+  const auto before = p.b->stats();
+  auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });
+  wait_value(p.a->send(Value("slept"), p.a->peer("node-b")));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value("slept"));
+  EXPECT_EQ(p.b->stats().messages_read_busy_polling, 0u);
+  EXPECT_EQ(p.b->stats().messages_read_by_receivers, before.messages_read_by_receivers + 1);
+}
+
+TEST(CommBusyPoll, MessageAfterTheWindowIsReadAsleep) {
+  auto p = connected_pair(busy_polling(1000));
+  const auto before = p.b->stats();
+  auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });  // 100 ms > 1 ms
+  wait_value(p.a->send(Value("late"), p.a->peer("node-b")));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value("late"));
+  EXPECT_EQ(p.b->stats().messages_read_busy_polling, 0u);
+  EXPECT_EQ(p.b->stats().messages_read_by_receivers, before.messages_read_by_receivers + 1);
+}
+
+TEST(CommBusyPoll, CancelEndsTheWindowAndLosesNothing) {
+  auto p = connected_pair(busy_polling(1'000'000));
+  const Peer& a = p.b->peer("node-a");
+  auto pending = p.b->recv(a);
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = on_blocked_thread([&] { return pending.wait().ok(); });
+  pending.cancel();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_LT(seconds_since(start), 0.9) << "the cancel waited out the 1 s window";
+  EXPECT_FALSE(waited.get());
+  EXPECT_THROW(pending.get(), CancelledError);
+  wait_value(p.a->send(Value("after"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(a)).value, Value("after"));
+}
+
+TEST(CommBusyPoll, WaitForDeadlineInsideTheWindowIsKept) {
+  auto p = connected_pair(busy_polling(1'000'000));
+  auto pending = p.b->recv(p.b->peer("node-a"));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_EQ(pending.wait_for(50ms), nullptr);
+  const double waited = seconds_since(start);
+  EXPECT_GE(waited, 0.045);
+  EXPECT_LT(waited, 0.9) << "wait_for(50ms) polled for the whole 1 s window";
+  wait_value(p.a->send(Value("later"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(std::move(pending)).value, Value("later"));
+}
+
+TEST(CommBusyPoll, PeerClosingEndsTheWindow) {
+  auto p = connected_pair(busy_polling(1'000'000));
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
+  p.a->close();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_LT(seconds_since(start), 0.9);
+  auto r = waited.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+}
+
+TEST(CommBusyPoll, ClosingTheCommEndsTheWindow) {
+  auto p = connected_pair(busy_polling(1'000'000));
+  const auto start = std::chrono::steady_clock::now();
+  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
+  p.b->close();
+  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_LT(seconds_since(start), 0.9);
+  auto r = waited.get();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kClosed);
+}
+
 // The error that a thread blocked reading on node-b gets when `end` happens meanwhile.
 template <class End>
 ErrorCode reader_error_after(End end) {

@@ -71,6 +71,8 @@ def test_comm_config_defaults_are_the_cores():
     (dict(egress_rate_bytes_per_second=1e6, egress_quantum_bytes=1 << 20, egress_burst_bytes=1024),
      "egress_burst_bytes"),
     (dict(connect_timeout_s=0), "connect_timeout_s"),
+    (dict(recv_busy_poll_us=2_000_000), "recv_busy_poll_us"),
+    (dict(recv_busy_poll_us=-1), "recv_busy_poll_us"),
 ])
 def test_comm_config_validation_names_the_field(fields, named):
     with pytest.raises(ValueError, match=named):

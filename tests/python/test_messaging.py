@@ -428,9 +428,11 @@ def test_completions_through_the_eventfd_alone(monkeypatch):
     run(body())
 
 
-def test_an_idle_loop_reads_its_message_on_its_own_thread():
-    # The receiver's asyncio loop has nothing else to do, so recv waits for the message in
-    # poll() on the socket (GIL released) and reads it itself: no completion, no eventfd.
+@pytest.mark.parametrize("busy_poll_us", [0, 1_000_000])
+def test_an_idle_loop_reads_its_message_on_its_own_thread(busy_poll_us):
+    # The receiver's asyncio loop has nothing else to do, so recv waits for the message on the
+    # socket (GIL released) and reads it itself: no completion, no eventfd. It polls without
+    # sleeping first for up to recv_busy_poll_us (within the 200 us the wait lasts).
     pa, pb = Peer("node-a", "127.0.0.1", free_port()), Peer("node-b", "127.0.0.1", free_port())
     rounds = 50
 
@@ -443,7 +445,8 @@ def test_an_idle_loop_reads_its_message_on_its_own_thread():
         await b.close()
 
     async def body():
-        a = await Comm.create(local=pa, peers=[pb], bind_host="127.0.0.1")
+        a = await Comm.create(local=pa, peers=[pb], bind_host="127.0.0.1",
+                              config=CommConfig(recv_busy_poll_us=busy_poll_us))
         other = threading.Thread(target=lambda: asyncio.run(asyncio.wait_for(echo(), 30)))
         other.start()
         dst = a.peer("node-b")
@@ -452,6 +455,11 @@ def test_an_idle_loop_reads_its_message_on_its_own_thread():
             assert (await a.recv(dst))[0] == i
         await asyncio.get_running_loop().run_in_executor(None, other.join, 30)
         assert not other.is_alive()
-        assert a.stats()["messages_read_by_receivers"] >= rounds // 2
+        stats = a.stats()
+        assert stats["messages_read_by_receivers"] >= rounds // 2
+        if busy_poll_us:
+            assert stats["messages_read_busy_polling"] >= rounds // 2
+        else:
+            assert stats["messages_read_busy_polling"] == 0
         await a.close()
     run(body())

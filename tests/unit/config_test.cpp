@@ -184,7 +184,8 @@ TEST(ParseNodeConfig, EveryCommFieldIsReadByItsName) {
                                          "  tcp_nodelay: false\n"
                                          "  egress_quantum_bytes: 65536\n"
                                          "  egress_rate_bytes_per_second: 1e6\n"
-                                         "  egress_burst_bytes: 131072\n");
+                                         "  egress_burst_bytes: 131072\n"
+                                         "  recv_busy_poll_us: 0\n");
   const CommConfig& m = c.comm;
   EXPECT_EQ(m.max_message_bytes, 0x10000000u);
   EXPECT_EQ(m.max_manifest_bytes, 2097152u);
@@ -202,6 +203,7 @@ TEST(ParseNodeConfig, EveryCommFieldIsReadByItsName) {
   EXPECT_EQ(m.egress_quantum_bytes, 65536u);
   EXPECT_DOUBLE_EQ(m.egress_rate_bytes_per_second, 1e6);
   EXPECT_EQ(m.egress_burst_bytes, 131072u);
+  EXPECT_EQ(m.recv_busy_poll_us, 0u);
 }
 
 TEST(ParseNodeConfig, EgressRateAcceptsNullAndIntegers) {
@@ -343,8 +345,11 @@ TEST(CommConfigValidate, DefaultsAndBoundariesPass) {
   c.egress_burst_bytes = 1024;
   c.max_metadata_bytes = c.max_manifest_bytes;
   EXPECT_NO_THROW(c.validate());
+  c.recv_busy_poll_us = 1'000'000;
+  EXPECT_NO_THROW(c.validate());
   c.max_container_depth = 1;
   c.max_segments = 1;
+  c.recv_busy_poll_us = 0;
   EXPECT_NO_THROW(c.validate());
 }
 
@@ -409,6 +414,8 @@ TEST(CommConfigValidate, Egress) {
              }),
              "egress_burst_bytes: must be at least egress_quantum_bytes (1048576) when "
              "egress_rate_bytes_per_second is set, got 1048575");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.recv_busy_poll_us = 1'000'001; }),
+             "recv_busy_poll_us: must be between 0 and 1000000 microseconds, got 1000001");
   // Without a rate the bucket is not used, so its size does not matter.
   CommConfig unlimited;
   unlimited.egress_burst_bytes = 0;
