@@ -1,15 +1,19 @@
 #!/usr/bin/env bash
 # Core performance figures on loopback, each beside its reference measured in the same run:
-# 64 B round trip (raw blocking TCP vs the Comm API vs wcomm bench), one-stream goodput
+# 64 B round trip (raw blocking TCP vs the Comm API, with its default busy polling and with
+# none, vs wcomm bench; the three ping-pongs take turns, REPEAT times, so that a drift of the
+# machine reaches all of them alike, and each ratio is the median of the turns' ratios), one-stream goodput
 # (iperf3, and raw TCP moving whole 1 MiB / 64 MiB buffers, vs wcomm bench upload of 1 MiB and
 # 64 MiB messages), and peak RSS of receiving a 200 MiB tensor. Prints a markdown table. Usage: bench/run_core_bench.sh [build-dir]
-# Environment: ROUNDS (ping-pong rounds, default 20000), TRIALS (goodput trials, default 3).
+# Environment: ROUNDS (ping-pong rounds per turn, default 5000), REPEAT (turns, default 5),
+# TRIALS (goodput trials, default 3).
 set -euo pipefail
 
 here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
 root="$(dirname "$here")"
 build="$(cd "${1:-$root/build}" && pwd)"
-rounds="${ROUNDS:-20000}"
+rounds="${ROUNDS:-5000}"
+repeat="${REPEAT:-5}"
 trials="${TRIALS:-3}"
 python=/usr/bin/python3  # Debian's interpreter (architecture.md); only its json module is used
 
@@ -31,10 +35,12 @@ trap cleanup EXIT
 jget() { "$python" -c 'import json,sys; r=json.load(open(sys.argv[1])); print(eval(sys.argv[2]))' "$1" "$2"; }
 say() { echo "run_core_bench: $*" >&2; }
 
-say "raw TCP ping-pong, $rounds rounds"
-"$build/bench/raw_tcp_pingpong" "$rounds" 64 >"$work/raw.json"
-say "Comm API ping-pong, $rounds rounds"
-"$build/bench/api_pingpong" "$rounds" 64 >"$work/api.json"
+say "ping-pong, $repeat turns of $rounds rounds: raw TCP, Comm API (default busy polling), Comm API (none)"
+for turn in $(seq "$repeat"); do
+  "$build/bench/raw_tcp_pingpong" "$rounds" 64 >"$work/raw.$turn.json"
+  "$build/bench/api_pingpong" "$rounds" 64 >"$work/api.$turn.json"
+  "$build/bench/api_pingpong" "$rounds" 64 0 >"$work/api_sleep.$turn.json"
+done
 
 say "iperf3, one stream, 5 s"
 iperf_port=$((20000 + RANDOM % 30000))
@@ -83,8 +89,20 @@ say "peak RSS of receiving a 200 MiB tensor"
 "$build/bench/recv_rss" 200 >"$work/rss.json"
 "$build/bench/recv_rss" 200 --into >"$work/rss_into.json"
 
-raw50="$(jget "$work/raw.json" 'r["p50_us"]')"; raw99="$(jget "$work/raw.json" 'r["p99_us"]')"
-api50="$(jget "$work/api.json" 'r["p50_us"]')"; api99="$(jget "$work/api.json" 'r["p99_us"]')"
+# Medians over the turns: p50 and p99 of each program, and the per-turn ratio of p50s.
+turns() {  # turns NAME KEY: the KEY of each turn's NAME.json, one per line
+  for turn in $(seq "$repeat"); do jget "$work/$1.$turn.json" "r[\"$2\"]"; done
+}
+median() { sort -g | awk '{v[NR]=$1} END {print v[int((NR+1)/2)]}'; }
+ratio_median() {  # ratio_median NAME: median over turns of NAME's p50 / raw's p50
+  paste <(turns "$1" p50_us) <(turns raw p50_us) | awk '{print $1/$2}' | median
+}
+raw50="$(turns raw p50_us | median)"; raw99="$(turns raw p99_us | median)"
+api50="$(turns api p50_us | median)"; api99="$(turns api p99_us | median)"
+sleep50="$(turns api_sleep p50_us | median)"; sleep99="$(turns api_sleep p99_us | median)"
+api_ratio="$(ratio_median api)"; sleep_ratio="$(ratio_median api_sleep)"
+raw_all="$(turns raw p50_us | tr '\n' ' ')"; api_all="$(turns api p50_us | tr '\n' ' ')"
+sleep_all="$(turns api_sleep p50_us | tr '\n' ' ')"
 b50="$(jget "$work/wcomm.json" 'r["latency"][0]["summary_ms"]["p50"]*1e3')"
 b99="$(jget "$work/wcomm.json" 'r["latency"][0]["summary_ms"]["p99"]*1e3')"
 g1="$(jget "$work/wcomm.json" 'r["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"]/8e3')"
@@ -93,15 +111,21 @@ rss="$(jget "$work/rss.json" 'r["delta_over_payload"]')"; rss_mib="$(jget "$work
 rssi="$(jget "$work/rss_into.json" 'r["delta_over_payload"]')"; rssi_mib="$(jget "$work/rss_into.json" 'r["delta_kib"]/1024')"
 
 "$python" - "$raw50" "$raw99" "$api50" "$api99" "$b50" "$b99" "$iperf_gbps" "$g1" "$g64" "$rss" "$rss_mib" "$rssi" "$rssi_mib" \
-  "$raw1" "$raw64" "$rounds" "$trials" <<'PY'
+  "$raw1" "$raw64" "$sleep50" "$sleep99" "$api_ratio" "$sleep_ratio" "$rounds" "$trials" "$repeat" \
+  "$raw_all" "$api_all" "$sleep_all" <<'PY'
 import sys
-(raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib, raw1, raw64) = map(float, sys.argv[1:16])
-rounds, trials = sys.argv[16], sys.argv[17]
-print(f"Loopback, this machine, one run ({rounds} ping-pong rounds; median of {trials} goodput trials of 256 MiB).\n")
+(raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib, raw1, raw64,
+ sleep50, sleep99, api_ratio, sleep_ratio) = map(float, sys.argv[1:20])
+rounds, trials, repeat, raw_all, api_all, sleep_all = sys.argv[20:26]
+print(f"Loopback, this machine, one run ({repeat} turns of {rounds} ping-pong rounds, medians over the turns; "
+      f"median of {trials} goodput trials of 256 MiB).\n")
 print("| what | 64 B RTT p50 | 64 B RTT p99 | 1 MiB goodput | 64 MiB goodput | ratio |")
 print("|---|---:|---:|---:|---:|---|")
 print(f"| raw TCP ping-pong (blocking, TCP_NODELAY) | {raw50:.1f} us | {raw99:.1f} us | | | reference |")
-print(f"| Comm API ping-pong (send().get(), recv().get()) | {api50:.1f} us | {api99:.1f} us | | | p50 {api50/raw50:.2f}x raw |")
+print(f"| Comm API ping-pong (send().get(), recv().get()), default 20 us busy polling | {api50:.1f} us | {api99:.1f} us | | "
+      f"| p50 {api_ratio:.2f}x raw |")
+print(f"| Comm API ping-pong, recv_busy_poll_us 0 (sleeps at once) | {sleep50:.1f} us | {sleep99:.1f} us | | "
+      f"| p50 {sleep_ratio:.2f}x raw |")
 print(f"| wcomm bench ping (64 B, V0.1 control protocol) | {b50:.1f} us | {b99:.1f} us | | | p50 {b50/raw50:.2f}x raw |")
 print(f"| iperf3, one TCP stream | | | {iperf:.2f} GB/s | {iperf:.2f} GB/s | reference |")
 print(f"| raw TCP, blocking writes/reads of whole message-size buffers | | | {raw1:.2f} GB/s | {raw64:.2f} GB/s | reference |")
@@ -109,4 +133,5 @@ print(f"| wcomm bench upload | | | {g1:.2f} GB/s | {g64:.2f} GB/s | {g1/iperf:.2
       f"{g1/raw1:.2f}x / {g64/raw64:.2f}x raw bulk |")
 print(f"| peak RSS growth, recv of a 200 MiB tensor | | | | | {rss_mib:.0f} MiB = {rss:.2f}x payload (ideal 1.00x) |")
 print(f"| peak RSS growth, recv_into a touched 200 MiB tensor | | | | | {rssi_mib:.0f} MiB = {rssi:.2f}x payload (ideal 0.00x) |")
+print(f"\np50 of each turn, us: raw {raw_all}; Comm API {api_all}; Comm API without busy polling {sleep_all}")
 PY
