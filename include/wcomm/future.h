@@ -30,6 +30,9 @@ class Operation {
   // on that thread (a recv reads its own message). Returns when the result is there, at the
   // deadline, or when it cannot help; the thread then sleeps until the result is set.
   virtual void help(std::chrono::steady_clock::time_point /*deadline*/) {}
+  // Called when then() registered a callback on the unfinished operation: no thread will wait
+  // for it, so the owner must see it through on its own (a recv makes sure the loop reads).
+  virtual void callback_set() {}
 };
 
 namespace detail {
@@ -94,6 +97,9 @@ class Future {
     std::unique_lock lock(state_->mu);
     if (!state_->result) {
       state_->callback = std::move(callback);
+      std::shared_ptr<Operation> operation = state_->operation.lock();
+      lock.unlock();
+      if (operation) operation->callback_set();
       return;
     }
     Result<T> result = *state_->result;

@@ -2,6 +2,7 @@
 // handed to the loop thread (docs/thread-model.md).
 #include "wcomm/comm.h"
 
+#include <pthread.h>
 #include <spdlog/spdlog.h>
 
 #include <cstdio>
@@ -81,7 +82,10 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     raw->on_accepted(std::move(stream));
   });
   impl->work.emplace(impl->io.get_executor());
-  impl->thread = std::thread([raw = impl.get()] { raw->io.run(); });
+  impl->thread = std::thread([raw = impl.get()] {
+    pthread_setname_np(pthread_self(), "wcomm-loop");  // as top -H and gdb show it
+    raw->io.run();
+  });
   return std::shared_ptr<Comm>(new Comm(std::move(impl)));
 }
 
@@ -155,28 +159,35 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
 
 namespace {
 
-// Future::cancel() for a send or recv: the loop cancels the operation if both it and the
-// Comm are still there when it gets to it.
-template <class Operation, class Cancel>
-void cancel_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation> operation, Cancel cancel) {
+// What a Future asks of a send or recv on the loop (cancel, read): the loop does it if both
+// the operation and the Comm are still there when it gets to it.
+template <class Operation, class Fn>
+void run_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation> operation, Fn fn) {
   if (auto impl = comm.lock())
-    asio::post(impl->io, [operation = std::move(operation), cancel] {
-      if (auto op = operation.lock()) cancel(op);
+    asio::post(impl->io, [operation = std::move(operation), fn] {
+      if (auto op = operation.lock()) fn(op);
     });
 }
 
 }  // namespace
 
 void OutMessage::cancel() {
-  cancel_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<OutMessage>& m) {
+  run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<OutMessage>& m) {
     state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
   });
 }
 
 void RecvWaiter::cancel() {
-  cancel_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>& w) {
+  run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>& w) {
     state->cancel_recv(w, Error{ErrorCode::kCancelled, "recv was cancelled"});
   });
+}
+
+void RecvWaiter::callback_set() {
+  // A parked recv is read by the thread that waits for it, or by the loop; with a callback no
+  // thread waits, and the loop may be standing down for another recv's reader.
+  if (!from_caller || !peer->loop_stands_down()) return;
+  run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>&) { state->read_soon(); });
 }
 
 void RecvWaiter::help(Clock::time_point deadline) {

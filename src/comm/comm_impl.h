@@ -66,6 +66,7 @@ struct RecvWaiter : Operation, std::enable_shared_from_this<RecvWaiter> {
   void cancel() override;
   // A thread blocked on a parked recv reads the message itself (PeerState::help_recv).
   void help(Clock::time_point deadline) override;
+  void callback_set() override;  // then() on a parked recv: the loop must read for it
 };
 
 // One byte stream to a peer. After the handshake its frames are read by a non-blocking pump
@@ -103,6 +104,10 @@ class Connection : public std::enable_shared_from_this<Connection> {
   PumpResult pump_from_caller(const RecvWaiter& until, bool busy_polling);
   int descriptor() { return stream_->native_handle(); }
   void end_caller_read(bool others_waiting);
+  // Loop: a recv needs the loop to read (it has a callback or a timer, so no thread will read
+  // for it): if the loop is standing down, it reads now, or as soon as the caller reading stops.
+  void read_soon();
+  bool standing_down() const { return standing_down_.load(); }  // any thread
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
   void fail(const Error& error, bool local);
   void send_close_and_stop();
@@ -130,6 +135,8 @@ class Connection : public std::enable_shared_from_this<Connection> {
   // Loop side of reading.
   void read_from_loop();
   void arm_from_loop();
+  void stand_down();
+  void end_stand_down();
   void close_stream();
 
   Comm::Impl& impl_;
@@ -163,7 +170,13 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::atomic<bool> caller_reading_{false};
   bool caller_busy_polling_ = false;  // the reading caller polls without sleeping
   bool loop_armed_ = false;  // loop only: it waits for bytes
-  std::optional<asio::steady_timer> stand_down_timer_;  // loop only
+  // Standing down (loop only, but for the flags): the timer, its period and generation.
+  std::optional<asio::steady_timer> stand_down_timer_;
+  std::chrono::milliseconds stand_down_period_{1};
+  std::uint64_t frames_read_by_loop_ = 0;  // under read_mutex_
+  std::uint64_t stand_down_generation_ = 0;
+  std::atomic<bool> standing_down_{false};   // stand_down_timer_ is set
+  std::atomic<bool> read_requested_{false};  // read_soon() came while a caller read
 };
 
 class PeerState {
@@ -190,6 +203,10 @@ class PeerState {
   // help_recv's first phase when CommConfig::recv_busy_poll_us is set: reading without sleeping.
   void busy_poll(Connection& connection, const RecvWaiter& waiter, Clock::time_point deadline);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
+  // Loop: a recv needs the loop to read for it now (see Connection::read_soon).
+  void read_soon();
+  // Any thread: whether the connection a waiting thread would read is left to such a thread.
+  bool loop_stands_down();
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
 
   void add_connection(std::shared_ptr<Connection> connection);

@@ -139,42 +139,68 @@ void Connection::resume_reading() {
   read_from_loop();
 }
 
-// The loop reads whenever no caller is reading. While one is, the loop stands down (it stops
-// watching the socket, which would wake it for every message the caller reads) and looks
-// again after kStandDown: then it reads what a caller left, or watches again. Watching
-// completes at once for bytes already there, so nothing waits unread for longer than that.
+// The loop reads whenever no caller is reading. While one is, the loop stands down: it stops
+// watching the socket (which would wake it for every message the caller reads) and looks
+// again after kStandDown, then after twice as long each time it finds the caller still
+// reading (each wake-up of the loop can delay the reader's next message), up to
+// kLongStandDown; after that it watches again, so that a long wait costs no timer wake-ups.
+// Whoever needs the loop to read meanwhile says so: a reader that stops while other recvs
+// wait (end_caller_read), and a recv parked for a callback or with a timeout (read_soon).
 namespace {
 constexpr auto kStandDown = std::chrono::milliseconds(1);
+constexpr auto kLongStandDown = std::chrono::milliseconds(16);
 }
 
 void Connection::read_from_loop() {
   if (failed_) return;
-  if (caller_reading_.load()) {
-    stream_->stop_waiting_readable();  // its handler sees operation_aborted
-    loop_armed_ = false;
-    if (!stand_down_timer_) {
-      stand_down_timer_.emplace(impl_.io, kStandDown);
-      stand_down_timer_->async_wait([self = shared_from_this()](std::error_code ec) {
-        self->stand_down_timer_.reset();
-        if (ec) return;
-        // Still reading: watch for bytes again, so that a long wait costs no timer wake-ups.
-        if (self->caller_reading_.load()) return self->arm_from_loop();
-        self->read_from_loop();
-      });
-    }
-    return;
-  }
+  if (caller_reading_.load()) return stand_down();
   PumpResult result;
   std::optional<Error> failure;
   {
     std::lock_guard lock(read_mutex_);
+    const std::uint64_t before = frames_read_by_loop_;
     result = pump_locked(true, nullptr);
     failure = read_failure_;
+    // The loop read messages itself, so callers no longer do: a later stand-down starts short.
+    // (Finding nothing between two of a caller's recvs says nothing of the kind.)
+    if (frames_read_by_loop_ != before) stand_down_period_ = kStandDown;
   }
   if (result == PumpResult::kFailed) return fail(*failure, false);
   // Paused: bytes wait unread on purpose, and watching would report them at once, again and
   // again; resume_reading() reads on once the application has drained.
   if (result == PumpResult::kDrained) arm_from_loop();
+}
+
+void Connection::stand_down() {
+  stream_->stop_waiting_readable();  // its handler sees operation_aborted
+  loop_armed_ = false;
+  if (stand_down_timer_) return;
+  stand_down_timer_.emplace(impl_.io, stand_down_period_);
+  standing_down_.store(true);
+  stand_down_timer_->async_wait([self = shared_from_this(), generation = ++stand_down_generation_](std::error_code ec) {
+    // A timer that read_soon() or close_stream() dropped may still fire: only the last counts.
+    if (ec || generation != self->stand_down_generation_) return;
+    self->end_stand_down();
+    if (!self->caller_reading_.load()) return self->read_from_loop();
+    if (self->stand_down_period_ >= kLongStandDown) return self->arm_from_loop();
+    self->stand_down_period_ *= 2;
+    self->stand_down();
+  });
+}
+
+void Connection::end_stand_down() {
+  stand_down_timer_.reset();
+  ++stand_down_generation_;
+  standing_down_.store(false);
+}
+
+void Connection::read_soon() {
+  if (failed_ || !stand_down_timer_) return;  // the loop watches the socket already
+  read_requested_.store(true);
+  if (caller_reading_.load()) return;  // the reader hands the reading back when it stops
+  read_requested_.store(false);
+  end_stand_down();
+  read_from_loop();
 }
 
 void Connection::arm_from_loop() {
@@ -211,8 +237,9 @@ void Connection::end_caller_read(bool others_waiting) {
     failed = read_failure_.has_value();
   }
   // The loop may be standing down; it must look now if it has something to do: close or
-  // fail the connection, or read for other waiters (who would otherwise wait kStandDown).
-  if (!closing && !failed && !others_waiting) return;
+  // fail the connection, or read for other waiters (who would otherwise wait for its timer).
+  const bool requested = read_requested_.exchange(false);  // by read_soon() while we read
+  if (!closing && !failed && !others_waiting && !requested) return;
   std::weak_ptr<Connection> weak = weak_from_this();
   asio::post(impl_.io, [weak, closing] {
     auto self = weak.lock();
@@ -372,6 +399,7 @@ void Connection::finish_frame(bool from_loop) {
   stage_bytes_ = 0;
   impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
   impl_.stats.wire_bytes_received.fetch_add(header.frame_bytes(), std::memory_order_relaxed);
+  if (from_loop) frames_read_by_loop_ += 1;
   if (!from_loop) {
     impl_.stats.messages_read_by_receivers.fetch_add(1, std::memory_order_relaxed);
     if (caller_busy_polling_) impl_.stats.messages_read_busy_polling.fetch_add(1, std::memory_order_relaxed);
@@ -401,7 +429,7 @@ void Connection::write(std::vector<asio::const_buffer> buffers, std::function<vo
 }
 
 void Connection::close_stream() {
-  stand_down_timer_.reset();
+  end_stand_down();
   bool caller_reading;
   {
     std::lock_guard lock(read_mutex_);

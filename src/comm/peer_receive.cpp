@@ -158,11 +158,20 @@ void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOption
         });
       }
       waiters_[waiter->tag].push_back(std::move(waiter));
-      return;
     }
   }
+  if (!taken) return read_soon();  // a timer or recv_into: no thread reads for it
   finish_taken(*waiter, std::move(*taken));
   resume_paused();
+}
+
+void PeerState::read_soon() {
+  for (const auto& connection : connections_) connection->read_soon();
+}
+
+bool PeerState::loop_stands_down() {
+  std::lock_guard lock(recv_mutex_);
+  return caller_read_connection_ && caller_read_connection_->standing_down();
 }
 
 void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {

@@ -1,0 +1,61 @@
+// Future and Promise (include/wcomm/future.h): what a Future asks of the Operation behind it.
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <future>
+#include <memory>
+
+#include "wcomm/future.h"
+
+namespace wcomm {
+namespace {
+
+using namespace std::chrono_literals;
+
+// Records what the Future asked of it.
+struct RecordingOperation : Operation {
+  int cancels = 0, helps = 0, callbacks_set = 0;
+  void cancel() override { ++cancels; }
+  void help(std::chrono::steady_clock::time_point) override { ++helps; }
+  void callback_set() override { ++callbacks_set; }
+};
+
+struct Pending {
+  Promise<int> promise;
+  std::shared_ptr<RecordingOperation> operation = std::make_shared<RecordingOperation>();
+  Future<int> future = promise.future();
+  Pending() { promise.set_operation(operation); }
+};
+
+TEST(Future, ThenOnAPendingOperationTellsItNoThreadWillWait) {
+  Pending p;
+  int got = 0;
+  p.future.then([&](Result<int> r) { got = r.value(); });
+  EXPECT_EQ(p.operation->callbacks_set, 1);
+  p.promise.complete(7);
+  EXPECT_EQ(got, 7);  // no poster: complete() runs the callback at once
+}
+
+TEST(Future, ThenOnAFinishedOperationDoesNotBotherIt) {
+  Pending p;
+  p.promise.complete(7);
+  auto got = std::make_shared<std::promise<int>>();  // shared: the callback's thread may outlive the test
+  p.future.then([got](Result<int> r) { got->set_value(r.value()); });  // on a thread of its own
+  EXPECT_EQ(got->get_future().get(), 7);
+  EXPECT_EQ(p.operation->callbacks_set, 0);
+}
+
+TEST(Future, WaitingAsksTheOperationForHelpAndCancelIsPassedOn) {
+  Pending p;
+  EXPECT_EQ(p.future.wait_for(1ms), nullptr);
+  EXPECT_EQ(p.operation->helps, 1);
+  p.future.cancel();
+  EXPECT_EQ(p.operation->cancels, 1);
+  p.promise.complete(1);
+  p.future.cancel();  // finished: nothing to cancel
+  EXPECT_EQ(p.operation->cancels, 1);
+  EXPECT_EQ(p.future.get(), 1);
+}
+
+}  // namespace
+}  // namespace wcomm
