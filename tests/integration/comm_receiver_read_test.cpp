@@ -311,19 +311,25 @@ TEST(CommReceiverRead, InboundBoundStillPushesBack) {
   for (auto& f : sends) wait_value(std::move(f));
 }
 
-TEST(CommReceiverRead, PingPongFromTwoThreadsKeepsEveryMessage) {
-  auto p = connected_pair();
-  const int kRounds = std::getenv("WCOMM_LONG_TESTS") ? 100000 : 2000;  // a soak with WCOMM_LONG_TESTS=1
+// Node-a sends 0, 1, 2, ... and waits for each to come back from an echo thread on node-b;
+// both sides' threads read their own messages.
+void ping_pong(Pair& p, int rounds) {
   auto echo = std::async(std::launch::async, [&] {
     const Peer& a = p.b->peer("node-a");
-    for (int i = 0; i < kRounds; ++i) p.b->send(p.b->recv(a).get().value, a).get();
+    for (int i = 0; i < rounds; ++i) p.b->send(p.b->recv(a).get().value, a).get();
   });
   const Peer& b = p.a->peer("node-b");
-  for (int i = 0; i < kRounds; ++i) {
+  for (int i = 0; i < rounds; ++i) {
     p.a->send(Value(i), b).get();
     ASSERT_EQ(p.a->recv(b).get().value, Value(i));
   }
   ASSERT_EQ(echo.wait_for(10s), std::future_status::ready);
+}
+
+TEST(CommReceiverRead, PingPongFromTwoThreadsKeepsEveryMessage) {
+  auto p = connected_pair();
+  const int kRounds = std::getenv("WCOMM_LONG_TESTS") ? 100000 : 2000;  // a soak with WCOMM_LONG_TESTS=1
+  ping_pong(p, kRounds);
   EXPECT_GT(p.a->stats().messages_read_by_receivers, kRounds / 2u);
 }
 
@@ -347,19 +353,9 @@ TEST(CommReceiverRead, LoopSleepsWhileCallersRead) {
   // up the readers' next messages on two cores: 3.5 wake-ups per ms for the two loops here in
   // a Release build, against about 0.6 now (0.4 under TSan, where rounds are slower).
   auto p = connected_pair();
-  const int kRounds = 3000;
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = loop_thread_sleeps();
-  auto echo = std::async(std::launch::async, [&] {
-    const Peer& a = p.b->peer("node-a");
-    for (int i = 0; i < kRounds; ++i) p.b->send(p.b->recv(a).get().value, a).get();
-  });
-  const Peer& b = p.a->peer("node-b");
-  for (int i = 0; i < kRounds; ++i) {
-    p.a->send(Value(i), b).get();
-    ASSERT_EQ(p.a->recv(b).get().value, Value(i));
-  }
-  ASSERT_EQ(echo.wait_for(10s), std::future_status::ready);
+  ping_pong(p, 3000);
   const std::uint64_t sleeps = loop_thread_sleeps() - before;
   const double ms = seconds_since(start) * 1000;
   EXPECT_LT(static_cast<double>(sleeps), ms + 20) << sleeps << " loop wake-ups in " << ms << " ms";
