@@ -67,8 +67,9 @@ class Future {
   bool valid() const { return state_ != nullptr; }
   bool ready() const { return state_->ready.load(std::memory_order_acquire); }
 
-  // Blocks until the result is there. (No spinning: on 2-core boards a spinning waiter
-  // takes the core the loop thread needs, which measured slower and with 20x worse p99.)
+  // Blocks until the result is there. It never spins waiting for another thread (on 2-core
+  // boards such a waiter takes the core the loop thread needs); the operation's help() may
+  // do the work on this thread first (a recv reads, and briefly busy-polls, its own socket).
   Result<T>& wait() {
     help(std::chrono::steady_clock::time_point::max());
     std::unique_lock lock(state_->mu);

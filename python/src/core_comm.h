@@ -56,12 +56,6 @@ class CoreComm {
   // Waits up to spin_us (GIL released, spinning) for a completion; true if one is queued.
   bool spin(int spin_us);
 
- private:
-  // (ok, payload) of a finished recv, as drain() reports it.
-  std::pair<bool, py::object> received_item(Result<Received>& got, TensorMode mode);
-
- public:
-
   py::tuple peer(const std::string& node_id) const;
   py::list peers() const;
   void register_type(const std::string& kind, const std::string& type_id, std::uint32_t version);
@@ -84,6 +78,8 @@ class CoreComm {
   };
 
   CommOptions options(std::uint32_t tag, std::optional<double> timeout, bool wait_for_capacity = true) const;
+  // (ok, payload) of a finished recv, as drain() reports it.
+  std::pair<bool, py::object> received_item(Result<Received>& got, TensorMode mode);
 
   std::shared_ptr<Comm> comm_;
   std::shared_ptr<CompletionQueue> queue_;

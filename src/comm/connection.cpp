@@ -399,8 +399,9 @@ void Connection::finish_frame(bool from_loop) {
   stage_bytes_ = 0;
   impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
   impl_.stats.wire_bytes_received.fetch_add(header.frame_bytes(), std::memory_order_relaxed);
-  if (from_loop) frames_read_by_loop_ += 1;
-  if (!from_loop) {
+  if (from_loop) {
+    frames_read_by_loop_ += 1;
+  } else {
     impl_.stats.messages_read_by_receivers.fetch_add(1, std::memory_order_relaxed);
     if (caller_busy_polling_) impl_.stats.messages_read_busy_polling.fetch_add(1, std::memory_order_relaxed);
   }

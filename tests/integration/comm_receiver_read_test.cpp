@@ -160,6 +160,21 @@ TEST(CommReceiverRead, ShortWaitsKeepTheirLength) {
   pending.cancel();
 }
 
+// The error that a thread blocked reading on node-b gets when `end` happens meanwhile.
+template <class End>
+ErrorCode reader_error_after(End end, CommConfig config_b = {}) {
+  auto p = connected_pair(config_b);
+  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
+  end(p);
+  if (waited.wait_for(10s) != std::future_status::ready) {
+    ADD_FAILURE() << "the reader was not woken";
+    return ErrorCode::kOperationTimeout;
+  }
+  auto r = waited.get();
+  EXPECT_FALSE(r.ok());
+  return r.ok() ? ErrorCode::kOperationTimeout : r.error().code;
+}
+
 // ---- busy polling (CommConfig::recv_busy_poll_us) ----------------------------------------
 
 CommConfig busy_polling(std::uint64_t us) {
@@ -238,42 +253,15 @@ TEST(CommBusyPoll, WaitForDeadlineInsideTheWindowIsKept) {
 }
 
 TEST(CommBusyPoll, PeerClosingEndsTheWindow) {
-  auto p = connected_pair(busy_polling(1'000'000));
   const auto start = std::chrono::steady_clock::now();
-  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
-  p.a->close();
-  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(reader_error_after([](Pair& p) { p.a->close(); }, busy_polling(1'000'000)), ErrorCode::kConnectionClosed);
   EXPECT_LT(seconds_since(start), 0.9);
-  auto r = waited.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
 }
 
 TEST(CommBusyPoll, ClosingTheCommEndsTheWindow) {
-  auto p = connected_pair(busy_polling(1'000'000));
   const auto start = std::chrono::steady_clock::now();
-  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
-  p.b->close();
-  ASSERT_EQ(waited.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(reader_error_after([](Pair& p) { p.b->close(); }, busy_polling(1'000'000)), ErrorCode::kClosed);
   EXPECT_LT(seconds_since(start), 0.9);
-  auto r = waited.get();
-  ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kClosed);
-}
-
-// The error that a thread blocked reading on node-b gets when `end` happens meanwhile.
-template <class End>
-ErrorCode reader_error_after(End end) {
-  auto p = connected_pair();
-  auto waited = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).wait(); });
-  end(p);
-  if (waited.wait_for(10s) != std::future_status::ready) {
-    ADD_FAILURE() << "the reader was not woken";
-    return ErrorCode::kOperationTimeout;
-  }
-  auto r = waited.get();
-  EXPECT_FALSE(r.ok());
-  return r.ok() ? ErrorCode::kOperationTimeout : r.error().code;
 }
 
 TEST(CommReceiverRead, PeerClosingFailsTheReader) {
