@@ -1,5 +1,6 @@
 // Comm: tagged, structured messages between the nodes of a static peer directory, over one
-// reusable full-duplex TCP connection per peer pair, speaking COMM v1 (wire-v1.md).
+// reusable full-duplex connection per peer pair (TCP, or a Unix socket on one host), speaking
+// COMM v1 (docs/wire-format.md).
 #pragma once
 
 #include <chrono>
@@ -71,8 +72,9 @@ class Comm {
   Comm(const Comm&) = delete;
   Comm& operator=(const Comm&) = delete;
 
-  const Peer& local() const;
-  std::uint16_t port() const;  // the port actually bound
+  const Peer& local() const;  // with the addresses and port actually bound
+  std::uint16_t port() const;  // the TCP port actually bound (0 for a node without TCP)
+  std::vector<Address> addresses() const;  // every address listened on, as bound
   // The configured peer with that node_id; throws std::out_of_range for an unknown name or
   // the local node's own.
   const Peer& peer(std::string_view node_id) const;

@@ -6,6 +6,8 @@
 #include <string>
 #include <vector>
 
+#include "wcomm/address.h"
+
 namespace wcomm {
 
 // Every limit and knob of a Comm. Field names and defaults are those of the V0.1 CommConfig.
@@ -43,11 +45,16 @@ struct CommConfig {
   void validate() const;
 };
 
-// One node of the static peer directory.
+// One node of the static peer directory. V0.1 names a node by host and port (TCP); a node
+// may instead (or also) list addresses, tried in order when dialing and all listened on
+// locally: tcp://host:port, unix:///path, unix://@name (wcomm/address.h).
 struct Peer {
   std::string node_id;
-  std::string host;
+  std::string host = {};
   std::uint16_t port = 0;
+  std::vector<Address> addresses = {};
+  // addresses, or tcp://host:port when there are none.
+  std::vector<Address> endpoints() const;
   friend bool operator==(const Peer&, const Peer&) = default;
 };
 

@@ -19,25 +19,16 @@ namespace wcomm {
 // Runs a function later on an executor (the Comm's loop thread).
 using Poster = std::function<void(std::function<void()>)>;
 
-// The operation behind a Future, as its owner implements it: what cancel() and a waiting
-// thread may ask of it. A Future holds it weakly, so a finished operation can go away.
-class Operation {
- public:
-  virtual ~Operation() = default;
-  // Asks for the operation to be cancelled (from any thread; it completes later).
-  virtual void cancel() = 0;
-  // Called by a thread about to block in wait() or wait_for(): it may complete the operation
-  // on that thread (a recv reads its own message). Returns when the result is there, at the
-  // deadline, or when it cannot help; the thread then sleeps until the result is set.
-  virtual void help(std::chrono::steady_clock::time_point /*deadline*/) {}
-  // Called when then() registered a callback on the unfinished operation: no thread will wait
-  // for it, so the owner must see it through on its own (a recv makes sure the loop reads).
-  virtual void callback_set() {}
-};
-
 namespace detail {
-// Writes to an eventfd (defined in the library, to keep system headers out of this one).
-void signal_wake_fd(int fd);
+// The operation behind a Future and what a helping thread sleeps on: implemented inside
+// wcomm (src/core/operation.h); a Future only holds them.
+class Operation;
+class Waker;
+struct PromiseAccess;
+void cancel(Operation& operation);
+void help(Operation& operation, std::chrono::steady_clock::time_point deadline);
+void callback_set(Operation& operation);
+void wake(Waker& waker);
 
 template <class T>
 struct FutureState {
@@ -48,8 +39,7 @@ struct FutureState {
   std::function<void(Result<T>)> callback;
   std::weak_ptr<Operation> operation;  // set by the owner; dropped once the result is set
   Poster post;                         // where a late callback runs (never inline in then())
-  // An eventfd a helping thread sleeps on in poll(); completion writes to it.
-  std::atomic<int> wake_fd{-1};
+  Waker* waker = nullptr;              // a helping thread sleeping for the result (under mu)
 };
 }  // namespace detail
 
@@ -98,9 +88,9 @@ class Future {
     std::unique_lock lock(state_->mu);
     if (!state_->result) {
       state_->callback = std::move(callback);
-      std::shared_ptr<Operation> operation = state_->operation.lock();
+      std::shared_ptr<detail::Operation> operation = state_->operation.lock();
       lock.unlock();
-      if (operation) operation->callback_set();
+      if (operation) detail::callback_set(*operation);
       return;
     }
     Result<T> result = *state_->result;
@@ -113,24 +103,24 @@ class Future {
   // Asks for the operation to be cancelled. It then fails with CancelledError, unless it had
   // already completed. Cancelling a send that is being written aborts that connection.
   void cancel() {
-    std::shared_ptr<Operation> operation;
+    std::shared_ptr<detail::Operation> operation;
     {
       std::lock_guard lock(state_->mu);
       if (state_->result) return;
       operation = state_->operation.lock();
     }
-    if (operation) operation->cancel();
+    if (operation) detail::cancel(*operation);
   }
 
  private:
   void help(std::chrono::steady_clock::time_point deadline) {
     if (ready()) return;
-    std::shared_ptr<Operation> operation;
+    std::shared_ptr<detail::Operation> operation;
     {
       std::lock_guard lock(state_->mu);
       operation = state_->operation.lock();
     }
-    if (operation) operation->help(deadline);
+    if (operation) detail::help(*operation, deadline);
   }
 
   friend class Promise<T>;
@@ -146,17 +136,12 @@ class Promise {
     state_->post = std::move(post);
   }
   Future<T> future() const { return Future<T>(state_); }
-  // The operation that cancel() and waiting threads turn to (see Operation).
-  void set_operation(std::weak_ptr<Operation> operation) {
+  // The operation that cancel() and waiting threads turn to (wcomm's own operations).
+  void set_operation(std::weak_ptr<detail::Operation> operation) {
     std::lock_guard lock(state_->mu);
     state_->operation = std::move(operation);
   }
   bool done() const { return state_->ready.load(std::memory_order_acquire); }
-  // A helping thread about to poll() on fd (-1: no longer). Returns false if already done.
-  bool set_wake_fd(int fd) {
-    state_->wake_fd.store(fd);
-    return !done();
-  }
 
   // Sets the result (first call wins) and runs the callback, if any, on this thread with no
   // lock held. Returns false if a result was already set.
@@ -176,6 +161,7 @@ class Promise {
   }
 
  private:
+  friend struct detail::PromiseAccess;
   // Sets the result and wakes waiters; returns the callback to run (nullopt: already set).
   std::optional<std::function<void(Result<T>)>> set_result(Result<T> result) {
     std::function<void(Result<T>)> callback;
@@ -186,9 +172,9 @@ class Promise {
       state_->ready.store(true, std::memory_order_release);
       callback = std::move(state_->callback);
       state_->operation.reset();
+      if (state_->waker) detail::wake(*state_->waker);  // under mu: see detail::PromiseAccess
     }
     state_->cv.notify_all();
-    if (int fd = state_->wake_fd.load(); fd >= 0) detail::signal_wake_fd(fd);
     return callback;
   }
 

@@ -25,7 +25,7 @@ Comm::Impl::~Impl() {
   // Sockets go before the io_context that owns their services.
   handshaking.clear();
   peers.clear();
-  listener.reset();
+  listeners.clear();
 }
 
 Poster Comm::Impl::poster() {
@@ -37,10 +37,11 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
   return found == peers.end() ? nullptr : found->second.get();
 }
 
-void Comm::Impl::on_accepted(std::unique_ptr<transport::Stream> stream) {
+void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
   handshaking.insert(connection);
-  connection->handshake_as_acceptor([this, connection](std::optional<Error> error) {
+  const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.connect_timeout_s));
+  connection->handshake_as_acceptor(deadline, [this, connection](std::optional<Error> error) {
     handshaking.erase(connection);
     if (error) {
       stats.connections_rejected.fetch_add(1, std::memory_order_relaxed);
@@ -52,7 +53,7 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Stream> stream) {
 }
 
 void Comm::Impl::close_from_loop() {
-  if (listener) listener->close();
+  for (auto& listener : listeners) listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
   for (auto& [name, peer] : peers) peer->close_all(error);
   auto pending = std::move(handshaking);
@@ -62,6 +63,34 @@ void Comm::Impl::close_from_loop() {
 
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+namespace {
+
+// Listens on every local address (bind_host in place of the V0.1 host, when given), and
+// records where each listener is reached (ephemeral ports resolved) in the spec.
+void listen(Comm::Impl& impl) {
+  Peer& local = impl.spec.local;
+  std::vector<Address> bound;
+  for (Address address : local.endpoints()) {
+    if (address.scheme == "tcp" && address.host == local.host && !impl.spec.bind_host.empty())
+      address.host = impl.spec.bind_host;
+    auto listener = transport::listen(impl.io, address, impl.transport_options());
+    Address reached = listener->address();
+    if (reached.scheme == "tcp") {
+      if (local.port == 0 || local.port == address.port) local.port = reached.port;
+      if (address.host == impl.spec.bind_host && !local.host.empty()) reached.host = local.host;
+    }
+    bound.push_back(reached);
+    listener->start([raw = &impl](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
+      if (ec) return;  // the listener logged it and backs off
+      raw->on_accepted(std::move(stream));
+    });
+    impl.listeners.push_back(std::move(listener));
+  }
+  if (!local.addresses.empty()) local.addresses = std::move(bound);
+}
+
+}  // namespace
+
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   spec.comm.validate();
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
@@ -69,18 +98,14 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   auto impl = std::make_shared<Impl>(std::move(spec));
   for (const Peer& p : impl->spec.peers) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
+    if (p.addresses.empty() && (p.host.empty() || p.port == 0))
+      throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
     if (p.node_id == impl->spec.local.node_id)
       throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
     if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)
       throw InvalidArgumentError("peer '" + p.node_id + "' is listed twice");
   }
-  impl->listener = std::make_unique<transport::TcpListener>(impl->io, impl->spec.bind_host, impl->spec.local.port,
-                                                            impl->tcp_options());
-  impl->spec.local.port = impl->listener->port();
-  impl->listener->start([raw = impl.get()](std::error_code ec, std::unique_ptr<transport::Stream> stream) {
-    if (ec) return spdlog::warn("wcomm[{}]: accept failed: {}", raw->spec.local.node_id, ec.message());
-    raw->on_accepted(std::move(stream));
-  });
+  listen(*impl);
   impl->work.emplace(impl->io.get_executor());
   impl->thread = std::thread([raw = impl.get()] {
     pthread_setname_np(pthread_self(), "wcomm-loop");  // as top -H and gdb show it
@@ -107,6 +132,11 @@ void Comm::close() {
 }
 
 const Peer& Comm::local() const { return impl_->spec.local; }
+std::vector<Address> Comm::addresses() const {
+  std::vector<Address> out;
+  for (const auto& listener : impl_->listeners) out.push_back(listener->address());
+  return out;
+}
 std::uint16_t Comm::port() const { return impl_->spec.local.port; }
 
 const Peer& Comm::peer(std::string_view node_id) const {

@@ -22,8 +22,10 @@
 #include <asio.hpp>
 
 #include "comm/egress.h"
-#include "transport/stream.h"
-#include "transport/tcp.h"
+#include "comm/frame_reader.h"
+#include "comm/read_owner.h"
+#include "core/operation.h"
+#include "transport/transport.h"
 #include "wcomm/comm.h"
 
 namespace wcomm {
@@ -33,7 +35,7 @@ class Connection;
 using Clock = std::chrono::steady_clock;
 
 // A message on its way out: queued, being written, or done.
-struct OutMessage : Operation, std::enable_shared_from_this<OutMessage> {
+struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
   enum class State { kWaitingForCapacity, kQueued, kActive, kDone };
   std::uint64_t id = 0;
   EncodedFrame frame;
@@ -51,7 +53,7 @@ struct OutMessage : Operation, std::enable_shared_from_this<OutMessage> {
 };
 
 // A recv() waiting for a message on one tag.
-struct RecvWaiter : Operation, std::enable_shared_from_this<RecvWaiter> {
+struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> {
   std::uint32_t tag = 0;
   Promise<Received> promise;
   std::optional<asio::steady_timer> timer;
@@ -69,24 +71,28 @@ struct RecvWaiter : Operation, std::enable_shared_from_this<RecvWaiter> {
   void callback_set() override;  // then() on a parked recv: the loop must read for it
 };
 
-// One byte stream to a peer. After the handshake its frames are read by a non-blocking pump
-// that one thread at a time runs under read_mutex_: the loop thread when the socket becomes
-// readable, or a caller's thread blocked in recv() (PeerState::help_recv), so that the kernel
-// wakes the thread that wants the message instead of the loop thread.
-class Connection : public std::enable_shared_from_this<Connection> {
+// One transport connection to a peer: the COMM v1 handshake, writes, and (after the
+// handshake) its frames, read by whoever ReadOwner says: the loop, or a thread blocked in
+// recv() (PeerState::help_recv). Loop thread, except where ReadOwner says otherwise.
+class Connection : public std::enable_shared_from_this<Connection>, private ReadOwner::Sink {
  public:
-  enum class PumpResult { kDrained, kPaused, kFailed };
-
-  Connection(Comm::Impl& impl, std::unique_ptr<transport::Stream> stream);
-  ~Connection();
+  Connection(Comm::Impl& impl, std::unique_ptr<transport::Connection> stream);
+  ~Connection() override;
 
   // Dialer side: send HELLO, expect HELLO_ACK from `peer`. Acceptor side: expect HELLO from a
-  // configured peer, answer HELLO_ACK. `done` gets nullopt on success.
-  void handshake_as_dialer(PeerState& peer, std::function<void(std::optional<Error>)> done);
-  void handshake_as_acceptor(std::function<void(std::optional<Error>)> done);
+  // configured peer, answer HELLO_ACK. `done` gets nullopt on success. Both give up at deadline.
+  void handshake_as_dialer(PeerState& peer, Clock::time_point deadline, std::function<void(std::optional<Error>)> done);
+  void handshake_as_acceptor(Clock::time_point deadline, std::function<void(std::optional<Error>)> done);
 
-  void start_reading();     // after the handshake: read DATA frames until the end
-  void resume_reading();    // after a pause for the inbound bound
+  void start_reading();   // after the handshake: read DATA frames until the end
+  void resume_reading() { reader_owner_.resume(); }  // after a pause for the inbound bound
+  void read_soon() { reader_owner_.read_soon(); }    // a recv needs the loop to read now
+  bool standing_down() const { return reader_owner_.standing_down(); }  // any thread
+  // Any thread: a caller blocked on `until` reads for it (ReadOwner::read_for).
+  void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll) {
+    reader_owner_.read_for(until, deadline, busy_poll);
+  }
+
   void write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done);
   bool writing() const { return writing_; }
   // Set once this side has written a DATA frame here; from then on the peer's messages keep
@@ -97,17 +103,6 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
     return stream_->try_write(buffers, ec);
   }
-  // A caller's thread takes the reading over (false if it cannot now), pumps and polls the
-  // descriptor, then hands the reading back to the loop.
-  bool begin_caller_read();
-  // Stops once `until` is complete. busy_polling: the caller polls without sleeping (counted).
-  PumpResult pump_from_caller(const RecvWaiter& until, bool busy_polling);
-  int descriptor() { return stream_->native_handle(); }
-  void end_caller_read(bool others_waiting);
-  // Loop: a recv needs the loop to read (it has a callback or a timer, so no thread will read
-  // for it): if the loop is standing down, it reads now, or as soon as the caller reading stops.
-  void read_soon();
-  bool standing_down() const { return standing_down_.load(); }  // any thread
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
   void fail(const Error& error, bool local);
   void send_close_and_stop();
@@ -118,65 +113,33 @@ class Connection : public std::enable_shared_from_this<Connection> {
   std::string describe() const { return stream_->describe(); }
 
  private:
-  enum class Stage { kIdle, kHeader, kManifest, kSegments };
-  enum class HeadPeek { kNothing, kWhole, kPartial };
-
-  // Handshake reads (loop, asio).
-  void read_header(std::function<void(const FrameHeader&)> next);
-  void read_manifest(const FrameHeader& header, std::function<void()> next);
-  Error read_error(std::error_code ec, const char* what, bool mid_frame) const;
-  // Frame reading (under read_mutex_).
-  PumpResult pump_locked(bool from_loop, const RecvWaiter* until);
-  bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
-  HeadPeek peek_head();
-  void on_header();
-  void on_data_manifest();
-  void finish_frame(bool from_loop);
-  // Loop side of reading.
-  void read_from_loop();
-  void arm_from_loop();
-  void stand_down();
-  void end_stand_down();
-  void close_stream();
+  // Handshake: the loop reads one control frame with the frame reader.
+  void read_handshake_frame(std::function<void(Frame)> next);
+  void start_handshake_timer(Clock::time_point deadline, const char* what);
+  void finish_handshake(std::optional<Error> error);
+  // ReadOwner::Sink (called by whoever reads).
+  Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
+  void on_frame(Frame frame, ReadOwner::Reader reader, Later& later) override;
+  bool inbound_full() override;
+  void abandon_frame(const Error& why, Later& later) override;
+  bool others_waiting() override;
+  void on_read_failed(const Error& error) override { fail(error, false); }
 
   Comm::Impl& impl_;
-  std::unique_ptr<transport::Stream> stream_;
+  std::unique_ptr<transport::Connection> stream_;
+  FrameReader reader_;
+  ReadOwner reader_owner_;
   PeerState* peer_ = nullptr;
   std::string connection_id_;
   bool established_ = false;
   bool failed_ = false;
   bool writing_ = false;
   std::atomic<bool> used_{false};
-  std::uint8_t header_[kHeaderSize];
-  std::vector<std::uint8_t> manifest_;
   std::function<void(std::optional<Error>)> handshake_done_;
   std::optional<asio::steady_timer> handshake_timer_;
-
-  // The frame being read, and who reads. Guarded by read_mutex_.
-  std::mutex read_mutex_;
-  Stage stage_ = Stage::kIdle;
-  std::size_t stage_bytes_ = 0;  // of the current stage, read so far
-  FrameHeader frame_header_{};
-  std::optional<DecodedData> frame_data_;
-  std::vector<asio::mutable_buffer> segment_buffers_;
-  std::size_t segment_bytes_ = 0;
-  std::array<std::uint8_t, 4096> head_peek_;
-  std::size_t peeked_head_bytes_ = 0;  // header + manifest taken from the peek, still unread
-  std::shared_ptr<RecvWaiter> frame_into_;  // a recv_into the frame is read into
+  // The frame being read into a recv_into's tensors (the reading owner's).
+  std::shared_ptr<RecvWaiter> frame_into_;
   std::optional<std::string> into_mismatch_;
-  std::optional<Error> read_failure_;  // sticky: the loop fails the connection with it
-  bool paused_ = false;
-  bool closing_ = false;  // the loop has ended the stream; a reading caller closes it last
-  std::atomic<bool> caller_reading_{false};
-  bool caller_busy_polling_ = false;  // the reading caller polls without sleeping
-  bool loop_armed_ = false;  // loop only: it waits for bytes
-  // Standing down (loop only, but for the flags): the timer, its period and generation.
-  std::optional<asio::steady_timer> stand_down_timer_;
-  std::chrono::milliseconds stand_down_period_{1};
-  std::uint64_t frames_read_by_loop_ = 0;  // under read_mutex_
-  std::uint64_t stand_down_generation_ = 0;
-  std::atomic<bool> standing_down_{false};   // stand_down_timer_ is set
-  std::atomic<bool> read_requested_{false};  // read_soon() came while a caller read
 };
 
 class PeerState {
@@ -198,10 +161,8 @@ class PeerState {
   // recv needs the loop (timeout, recv_into).
   bool recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
-  // message is there or the deadline passes (see Connection). Returns early if it cannot.
+  // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
-  // help_recv's first phase when CommConfig::recv_busy_poll_us is set: reading without sleeping.
-  void busy_poll(Connection& connection, const RecvWaiter& waiter, Clock::time_point deadline);
   void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   // Loop: a recv needs the loop to read for it now (see Connection::read_soon).
   void read_soon();
@@ -211,11 +172,15 @@ class PeerState {
 
   void add_connection(std::shared_ptr<Connection> connection);
   void on_connection_lost(Connection& connection, const Error& error, bool local);
-  // A decoded message from one of this peer's connections, read on the loop or not.
-  void deliver(std::uint32_t tag, Received message, bool from_loop);
-  // The recv_into waiter a frame on tag should be read into, if the next waiter is one.
-  std::shared_ptr<RecvWaiter> into_waiter_for(std::uint32_t tag);
-  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool from_loop);
+  // A decoded message from one of this peer's connections, read on the loop or not (then
+  // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner).
+  void deliver(std::uint32_t tag, Received message, bool by_loop, Later& later);
+  // The recv_into waiter a frame on tag is read into, if the next waiter is one; claimed.
+  std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
+  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool by_loop,
+                            Later& later);
+  // Any thread: whether any recv on this peer is waiting.
+  bool recvs_waiting();
   // Inbound bound: true if the connection must pause until the application drains.
   bool pause_if_full(const std::shared_ptr<Connection>& connection);
   void close_all(const Error& error);
@@ -230,14 +195,19 @@ class PeerState {
   void continue_inline_write(const std::shared_ptr<OutMessage>& message);
 
   void ensure_connection();
-  void dial(Clock::time_point deadline, std::chrono::milliseconds backoff);
+  void dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index);
+  void retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
+                        std::error_code ec, const std::string& why);
   void fail_sends(const Error& error);
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   void resume_paused();
-  void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool from_loop);
+  void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
+  std::vector<Address> endpoints_;   // where the peer is dialed, in order
+  std::size_t refused_dials_ = 0;    // in a row, for the fast failure on refused dials
+  Clock::time_point refused_since_;  // the first of them
   std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
   std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked();
@@ -289,7 +259,7 @@ struct Comm::Impl {
   std::optional<asio::executor_work_guard<asio::io_context::executor_type>> work;
   std::thread thread;
   CommSpec spec;
-  std::unique_ptr<transport::TcpListener> listener;
+  std::vector<std::unique_ptr<transport::Listener>> listeners;  // one per local address
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
 
@@ -306,9 +276,9 @@ struct Comm::Impl {
   } stats;
 
   Poster poster();
-  transport::TcpOptions tcp_options() const { return {spec.comm.tcp_nodelay}; }
+  transport::Options transport_options() const { return {spec.comm.tcp_nodelay}; }
   PeerState* find_peer(std::string_view node_id) const;
-  void on_accepted(std::unique_ptr<transport::Stream> stream);
+  void on_accepted(std::unique_ptr<transport::Connection> stream);
   void close_from_loop();
 };
 

@@ -4,14 +4,10 @@
 // inbox_, waiters_, the unreceived counters and unreported_error_ are shared with callers'
 // threads under recv_mutex_. Promises are completed after it is released: a completion
 // callback may call recv() again.
-#include <poll.h>
-
 #include <algorithm>
 #include <cstring>
-#include <ctime>
 
 #include "comm/comm_impl.h"
-#include "comm/thread_wake.h"
 
 namespace wcomm {
 
@@ -97,46 +93,15 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
     if (waiter->done) return;
     connection = caller_read_connection_;
   }
-  const int wake = this_thread_wake_fd();
-  if (!connection || wake < 0 || !connection->begin_caller_read()) return;
-  busy_poll(*connection, *waiter, deadline);
-  // Poll first: when the message is not here yet (the usual case), a read would only fail.
-  while (!waiter->promise.done()) {
-    timespec timeout{};  // ppoll, not poll: a Python recv waits 200 us, not a whole millisecond
-    if (deadline != Clock::time_point::max()) {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
-      if (left <= 0) break;
-      timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
-      timeout.tv_nsec = static_cast<long>(left % 1'000'000'000);
-    }
-    if (!waiter->promise.set_wake_fd(wake)) break;
-    pollfd fds[2] = {{connection->descriptor(), POLLIN, 0}, {wake, POLLIN, 0}};
-    const int ready = ::ppoll(fds, 2, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
-    waiter->promise.set_wake_fd(-1);
-    if (fds[1].revents) clear_wake_fd(wake);
-    if (ready == 0) break;  // the deadline
-    if (connection->pump_from_caller(*waiter, false) != Connection::PumpResult::kDrained) break;
-  }
-  bool others_waiting;
-  {
-    std::lock_guard lock(recv_mutex_);
-    others_waiting = std::any_of(waiters_.begin(), waiters_.end(), [](const auto& entry) {
-      return std::any_of(entry.second.begin(), entry.second.end(), [](const auto& w) { return !w->done; });
-    });
-  }
-  connection->end_caller_read(others_waiting);
+  if (connection)
+    connection->read_for(waiter->promise, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
 }
 
-// CommConfig::recv_busy_poll_us: reads the socket again and again, without sleeping, until
-// the waiter is complete (by this thread's read, a cancel or a close), the window ends, or
-// the connection stops being readable here (paused or failed: the sleeping loop after this
-// finds that out again and leaves).
-void PeerState::busy_poll(Connection& connection, const RecvWaiter& waiter, Clock::time_point deadline) {
-  const auto window = std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us);
-  if (window.count() == 0) return;
-  const auto until = std::min(deadline, Clock::now() + window);
-  while (!waiter.promise.done() && Clock::now() < until)
-    if (connection.pump_from_caller(waiter, true) != Connection::PumpResult::kDrained) return;
+bool PeerState::recvs_waiting() {
+  std::lock_guard lock(recv_mutex_);
+  return std::any_of(waiters_.begin(), waiters_.end(), [](const auto& entry) {
+    return std::any_of(entry.second.begin(), entry.second.end(), [](const auto& w) { return !w->done; });
+  });
 }
 
 void PeerState::refresh_caller_read() {
@@ -187,27 +152,28 @@ void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error err
   waiter->promise.complete(std::move(error));
 }
 
-std::shared_ptr<RecvWaiter> PeerState::into_waiter_for(std::uint32_t tag) {
+std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
   std::lock_guard lock(recv_mutex_);
   auto found = waiters_.find(tag);
   if (found == waiters_.end() || found->second.empty()) return nullptr;
   auto& front = found->second.front();
   if (front->into.empty() || front->done) return nullptr;
+  front->claimed = true;
   return front;
 }
 
 void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result,
-                                     bool from_loop) {
+                                     bool by_loop, Later& later) {
   {
     std::lock_guard lock(recv_mutex_);
     auto& queue = waiters_[waiter->tag];
     queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
     waiter->done = true;
   }
-  complete_recv(waiter, std::move(result), from_loop);
+  complete_recv(waiter, std::move(result), by_loop, &later);
 }
 
-void PeerState::deliver(std::uint32_t tag, Received message, bool from_loop) {
+void PeerState::deliver(std::uint32_t tag, Received message, bool by_loop, Later& later) {
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
@@ -229,18 +195,22 @@ void PeerState::deliver(std::uint32_t tag, Received message, bool from_loop) {
       return;
     }
   }
-  complete_recv(std::move(waiter), std::move(message), from_loop);
+  complete_recv(std::move(waiter), std::move(message), by_loop, &later);
 }
 
-// Called by a connection's reader under its read mutex, so in arrival order. On the loop a
-// waiter completes at once, unless completions a caller handed over are still pending: then
-// behind them. On a caller's thread the result is set at once where the waiter allows it,
-// but callbacks and timers belong to the loop, so they go there, in order.
-void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool from_loop) {
-  if (from_loop && deferred_completions_.load() == 0) {
+// Called by a connection's reader, in arrival order. On the loop a waiter completes at once
+// (its callback held in `later` until the reader lets go of the reading), unless completions
+// a caller handed over are still pending: then behind them. On a caller's thread the result
+// is set at once where the waiter allows it, but callbacks and timers belong to the loop, so
+// they go there, in order.
+void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop,
+                              Later* later) {
+  if (by_loop && deferred_completions_.load() == 0) {
     waiter->timer.reset();
-    waiter->promise.complete(std::move(result));
-  } else if (from_loop || !waiter->from_caller) {
+    if (!later) return (void)waiter->promise.complete(std::move(result));
+    waiter->promise.complete_deferring_callback(std::move(result),
+                                                [later](std::function<void()> fn) { later->push_back(std::move(fn)); });
+  } else if (by_loop || !waiter->from_caller) {
     post_in_order([waiter, result = std::move(result)]() mutable {
       waiter->timer.reset();
       waiter->promise.complete(std::move(result));

@@ -3,6 +3,7 @@
 #include <spdlog/spdlog.h>
 
 #include <algorithm>
+#include <cmath>
 #include <cstring>
 
 #include "comm/comm_impl.h"
@@ -27,7 +28,9 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
     : impl_(impl),
       peer_(std::move(peer)),
-      pacer_(impl.spec.comm.egress_rate_bytes_per_second, impl.spec.comm.egress_burst_bytes) {}
+      pacer_(impl.spec.comm.egress_rate_bytes_per_second, impl.spec.comm.egress_burst_bytes) {
+  endpoints_ = peer_.endpoints();
+}
 
 bool PeerState::has_capacity_for(std::uint64_t bytes) const {
   const CommConfig& c = impl_.spec.comm;
@@ -289,48 +292,76 @@ void PeerState::fail_sends(const Error& error) {
 void PeerState::ensure_connection() {
   if (!connections_.empty() || dialing_ || closed_) return;
   dialing_ = true;
-  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)), std::chrono::milliseconds(10));
+  refused_dials_ = 0;
+  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)), std::chrono::milliseconds(10), 0);
 }
 
-void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff) {
-  transport::async_dial_tcp(
-      impl_.io, peer_.host, peer_.port, impl_.tcp_options(),
-      [this, deadline, backoff](std::error_code ec, std::unique_ptr<transport::Stream> stream) {
+namespace {
+// A peer that refuses connections (nothing listens there) is given this long, with quick
+// retries, to start listening: the peers of one job may start in any order, but a node that
+// is not running is reported about as fast as V0.1 did, not after connect_timeout_s.
+constexpr auto kRefusedFor = std::chrono::seconds(2);
+bool refused(std::error_code ec) {
+  return ec == asio::error::connection_refused || ec == std::errc::no_such_file_or_directory;
+}
+}  // namespace
+
+// One deadline for the whole dial: connecting (each address in turn) and the handshake.
+void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index) {
+  const Address& address = endpoints_[address_index];
+  transport::dial(
+      impl_.io, address, deadline, impl_.transport_options(),
+      [this, deadline, backoff, address_index](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
         if (closed_) return;
-        auto give_up_or_retry = [this, deadline, backoff](const std::string& why) {
-          bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();
-          if (nothing_to_send || Clock::now() + backoff >= deadline) {
-            dialing_ = false;
-            if (!connections_.empty()) return pump();  // the peer dialled us meanwhile
-            fail_sends({ErrorCode::kConnectionFailed,
-                        "could not connect to '" + peer_.node_id + "' at " + peer_.host + ":" +
-                            std::to_string(peer_.port) + " within " + seconds_text(impl_.spec.comm.connect_timeout_s) +
-                            " s (connect_timeout_s): " + why});
-            return;
-          }
-          // Start order must not matter: retry a refused dial with backoff.
-          backoff_timer_.emplace(impl_.io, backoff);
-          backoff_timer_->async_wait([this, deadline, backoff](std::error_code ec) {
-            if (ec || closed_) return;
-            if (!connections_.empty()) {
-              dialing_ = false;
-              return pump();
-            }
-            dial(deadline, std::min(backoff * 2, std::chrono::milliseconds(500)));
-          });
-        };
-        if (ec) return give_up_or_retry(ec.message());
+        if (ec) return retry_or_give_up(deadline, backoff, address_index, ec, ec.message());
         auto connection = std::make_shared<Connection>(impl_, std::move(stream));
         impl_.handshaking.insert(connection);
-        connection->handshake_as_dialer(*this, [this, connection, give_up_or_retry](std::optional<Error> error) {
-          impl_.handshaking.erase(connection);
-          if (closed_) return;
-          if (error) return give_up_or_retry(error->message);
-          dialing_ = false;
-          impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
-          add_connection(connection);
-        });
+        connection->handshake_as_dialer(
+            *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
+              impl_.handshaking.erase(connection);
+              if (closed_) return;
+              if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
+              dialing_ = false;
+              impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
+              add_connection(connection);
+            });
       });
+}
+
+void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff,
+                                 std::size_t address_index, std::error_code ec, const std::string& why) {
+  const std::string where = endpoints_[address_index].to_string();
+  // The next address of the peer, at once; after the last, back to the first after a pause.
+  const std::size_t next = (address_index + 1) % endpoints_.size();
+  const auto now = Clock::now();
+  if (!refused(ec)) refused_dials_ = 0;
+  else if (refused_dials_++ == 0) refused_since_ = now;
+  const bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();
+  const auto pause = next == 0 ? backoff : std::chrono::milliseconds(0);
+  std::string failure;
+  if (now + pause >= deadline || ec == asio::error::timed_out)
+    failure = "could not connect to '" + peer_.node_id + "' at " + where + " within " +
+              seconds_text(impl_.spec.comm.connect_timeout_s) + " s (connect_timeout_s): " + why;
+  else if (refused_dials_ > 0 && now - refused_since_ >= kRefusedFor)
+    failure = "could not connect to '" + peer_.node_id + "' at " + where + ": " + why + " for " +
+              seconds_text(std::round(std::chrono::duration<double>(now - refused_since_).count() * 10) / 10) +
+              " s (is the node running and listening there?)";
+  if (nothing_to_send || !failure.empty()) {
+    dialing_ = false;
+    if (!connections_.empty()) return pump();  // the peer dialled us meanwhile
+    if (!failure.empty()) fail_sends({ErrorCode::kConnectionFailed, failure});
+    return;
+  }
+  if (pause.count() == 0) return dial(deadline, backoff, next);
+  backoff_timer_.emplace(impl_.io, pause);
+  backoff_timer_->async_wait([this, deadline, backoff, next](std::error_code ec) {
+    if (ec || closed_) return;
+    if (!connections_.empty()) {
+      dialing_ = false;
+      return pump();
+    }
+    dial(deadline, std::min(backoff * 2, std::chrono::milliseconds(500)), next);
+  });
 }
 
 void PeerState::add_connection(std::shared_ptr<Connection> connection) {

@@ -323,12 +323,23 @@ class Reader {
 };
 
 // local: and each peers[i]: share the node_id / host / port fields; local also has bind_host.
+// Instead of (or beside) host + port, a node may give `address:` (one URL) or `addresses:`
+// (a list): tcp://host:port, unix:///path, unix://@name.
 Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path, bool is_local,
                std::string* bind_host) {
-  static const std::vector<std::string_view> local_keys = {"node_id", "host", "port", "bind_host"};
-  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port"};
+  static const std::vector<std::string_view> local_keys = {"node_id", "host", "port", "address", "addresses",
+                                                           "bind_host"};
+  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port", "address", "addresses"};
   Peer peer;
-  bool has_id = false, has_host = false, has_port = false;
+  bool has_id = false, has_host = false, has_port = false, has_address = false;
+  auto add_address = [&](const YAML::Node& value, const std::string& field) {
+    const std::string text = r.string(value, field);
+    try {
+      peer.addresses.push_back(Address::parse(text, is_local));
+    } catch (const InvalidArgumentError& e) {
+      r.fail_at(field, e.what(), value);
+    }
+  };
   for (const auto& [key, value] : r.entries(node, path, is_local ? local_keys : peer_keys)) {
     const std::string field = path + "." + key;
     if (key == "node_id") {
@@ -341,13 +352,27 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
       // Port 0 asks the OS for an ephemeral port: meaningful for the local listener only.
       peer.port = r.port(value, field, is_local ? 0 : 1);
       has_port = true;
+    } else if (key == "address") {
+      if (has_address) r.fail_at(field, "give either 'address' or 'addresses', not both", value);
+      add_address(value, field);
+      has_address = true;
+    } else if (key == "addresses") {
+      if (has_address) r.fail_at(field, "give either 'address' or 'addresses', not both", value);
+      if (!value.IsSequence() || value.size() == 0)
+        r.fail_at(field, "expected a non-empty list of addresses, got " + describe(value), value);
+      for (std::size_t i = 0; i < value.size(); ++i) add_address(value[i], field + "[" + std::to_string(i) + "]");
+      has_address = true;
     } else if (key == "bind_host") {
       *bind_host = r.string(value, field);
     }
   }
   if (!has_id) r.fail_at(path, "missing required key 'node_id'", node);
-  if (!has_host) r.fail_at(path, "missing required key 'host'", node);
-  if (!has_port) r.fail_at(path, "missing required key 'port'", node);
+  if (has_host != has_port)
+    r.fail_at(path, std::string("missing required key '") + (has_host ? "port" : "host") + "'", node);
+  if (!has_host && !has_address)
+    r.fail_at(path, "missing required keys 'host' and 'port' (or 'address' / 'addresses')", node);
+  // host + port beside addresses: the V0.1 address comes first.
+  if (has_host && has_address) peer.addresses.insert(peer.addresses.begin(), Address::tcp(peer.host, peer.port));
   return peer;
 }
 
@@ -467,6 +492,11 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
     fail(origin, "comm." + problem->field, problem->message, mark);
   }
   return config;
+}
+
+std::vector<Address> Peer::endpoints() const {
+  if (!addresses.empty()) return addresses;
+  return {Address::tcp(host, port)};
 }
 
 NodeConfig load_node_config(const std::string& path) {

@@ -4,7 +4,9 @@
 #include <chrono>
 #include <future>
 #include <memory>
+#include <thread>
 
+#include "core/operation.h"
 #include "wcomm/future.h"
 
 namespace wcomm {
@@ -13,7 +15,7 @@ namespace {
 using namespace std::chrono_literals;
 
 // Records what the Future asked of it.
-struct RecordingOperation : Operation {
+struct RecordingOperation : detail::Operation {
   int cancels = 0, helps = 0, callbacks_set = 0;
   void cancel() override { ++cancels; }
   void help(std::chrono::steady_clock::time_point) override { ++helps; }
@@ -55,6 +57,58 @@ TEST(Future, WaitingAsksTheOperationForHelpAndCancelIsPassedOn) {
   p.future.cancel();  // finished: nothing to cancel
   EXPECT_EQ(p.operation->cancels, 1);
   EXPECT_EQ(p.future.get(), 1);
+}
+
+
+// The wake handshake of a helping thread (detail::PromiseAccess).
+struct CountingWaker : detail::Waker {
+  int wakes = 0;
+  void wake() override { ++wakes; }
+};
+
+TEST(Future, CompletionWakesARegisteredWakerOnce) {
+  Promise<int> promise;
+  CountingWaker waker;
+  ASSERT_TRUE(detail::PromiseAccess::set_waker(promise, &waker));
+  promise.complete(1);
+  EXPECT_EQ(waker.wakes, 1);
+  promise.complete(2);  // a second completion is ignored and wakes nobody
+  EXPECT_EQ(waker.wakes, 1);
+}
+
+TEST(Future, AWakerIsNotRegisteredOnACompletedPromise) {
+  Promise<int> promise;
+  promise.complete(1);
+  CountingWaker waker;
+  EXPECT_FALSE(detail::PromiseAccess::set_waker(promise, &waker));
+  EXPECT_EQ(waker.wakes, 0);
+}
+
+TEST(Future, AClearedWakerIsNeverWoken) {
+  Promise<int> promise;
+  CountingWaker waker;
+  ASSERT_TRUE(detail::PromiseAccess::set_waker(promise, &waker));
+  detail::PromiseAccess::clear_waker(promise);
+  promise.complete(1);
+  EXPECT_EQ(waker.wakes, 0);
+}
+
+// Many rounds of a sleeper registering, checking and clearing against a completer on another
+// thread: every round the sleeper either sees the result at registration or is woken.
+TEST(Future, WakeHandshakeNeverLosesAWakeUp) {
+  for (int round = 0; round < 2000; ++round) {
+    Promise<int> promise;
+    struct FlagWaker : detail::Waker {
+      std::atomic<bool> woken{false};
+      void wake() override { woken.store(true); }
+    } waker;
+    std::thread completer([&] { promise.complete(round); });
+    const bool registered = detail::PromiseAccess::set_waker(promise, &waker);
+    completer.join();
+    detail::PromiseAccess::clear_waker(promise);
+    EXPECT_TRUE(!registered || waker.woken.load()) << "round " << round;
+    EXPECT_TRUE(promise.done());
+  }
 }
 
 }  // namespace

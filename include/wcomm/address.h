@@ -1,0 +1,26 @@
+// Transport addresses: where a node listens and how a peer is reached. Written as URLs:
+// tcp://host:port, unix:///path/to/socket, unix://@name (Linux abstract socket).
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+namespace wcomm {
+
+struct Address {
+  std::string scheme;  // "tcp" or "unix" (a transport's name; see docs/cpp-api.md)
+  std::string host;    // tcp: a name or a numeric address ("::1", not "[::1]")
+  std::uint16_t port = 0;
+  std::string path;    // unix: a file path, or the name of an abstract socket
+  bool abstract = false;
+
+  static Address tcp(std::string host, std::uint16_t port);
+  // Parses a URL; throws InvalidArgumentError naming the text and what is wrong with it.
+  // tcp ports must be 1..65535 unless allow_port_zero (a listener asking for an ephemeral port).
+  static Address parse(std::string_view text, bool allow_port_zero = false);
+  std::string to_string() const;  // the URL form parse() accepts
+  friend bool operator==(const Address&, const Address&) = default;
+};
+
+}  // namespace wcomm

@@ -1,0 +1,126 @@
+// FrameReader: header, manifest, segments, non-blocking, one stage at a time.
+#include "comm/frame_reader.h"
+
+namespace wcomm {
+
+FrameReader::FrameReader(transport::Connection& connection, const CommConfig& limits)
+    : connection_(connection), limits_(limits) {}
+
+Error FrameReader::read_error(std::error_code ec, const char* what) const {
+  const bool mid_frame = !between_frames();
+  if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {
+    if (!mid_frame) return {ErrorCode::kConnectionClosed, who_ + " closed the connection"};
+    return {ErrorCode::kConnectionClosed,
+            who_ + " closed the connection mid-frame (while reading the " + std::string(what) + ")"};
+  }
+  return {ErrorCode::kConnectionClosed,
+          "connection to " + who_ + " failed while reading the " + std::string(what) + ": " + ec.message()};
+}
+
+void FrameReader::fail(Error error) {
+  if (!error_) error_ = std::move(error);
+}
+
+FrameReader::Status FrameReader::read(const DecodeData& decode) {
+  // Each stage reads what has arrived; one that cannot complete ends the call for now.
+  while (!error_) {
+    switch (stage_) {
+      case Stage::kHeader:
+        if (stage_bytes_ == 0 && take_head_from_peek(decode)) continue;
+        if (!read_stage({asio::buffer(header_bytes_, kHeaderSize)}, kHeaderSize, "frame header")) break;
+        on_header(decode);
+        continue;
+      case Stage::kManifest:
+        if (!read_stage({asio::buffer(frame_.manifest)}, frame_.manifest.size(), "manifest")) break;
+        on_manifest(decode);
+        continue;
+      case Stage::kSegments:
+        if (!read_stage(segment_buffers_, segment_bytes_, "payload")) break;
+        stage_ = Stage::kDone;
+        return Status::kFrame;
+      case Stage::kDone:
+        return Status::kFrame;  // not taken yet
+    }
+    break;
+  }
+  return error_ ? Status::kFailed : Status::kWaiting;
+}
+
+Frame FrameReader::take() {
+  Frame frame = std::move(frame_);
+  frame_ = Frame{};
+  segment_buffers_.clear();
+  stage_ = Stage::kHeader;
+  stage_bytes_ = 0;
+  return frame;
+}
+
+// Reads more of the current stage; true once it is complete.
+bool FrameReader::read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what) {
+  std::error_code ec;
+  if (stage_bytes_ < size) stage_bytes_ += connection_.try_read(buffers, stage_bytes_, ec);
+  if (stage_bytes_ == size) return true;
+  if (ec) fail(read_error(ec, what));
+  return false;
+}
+
+// A peek at the next DATA frame usually holds its header and manifest whole: then they are
+// read together with the payload, one system call instead of three.
+bool FrameReader::take_head_from_peek(const DecodeData& decode) {
+  std::error_code ec;
+  const std::size_t got = connection_.try_peek(head_peek_.data(), head_peek_.size(), ec);
+  if (got < kHeaderSize) return false;  // the stage-by-stage reads take it (and report ec)
+  auto header = parse_header(head_peek_.data(), limits_);
+  if (!header || header.value().kind != FrameKind::kData || kHeaderSize + header.value().manifest_size > got)
+    return false;
+  frame_.header = header.value();
+  const std::size_t head = kHeaderSize + frame_.header.manifest_size;
+  auto decoded = decode(frame_.header, std::span<const std::uint8_t>(head_peek_.data() + kHeaderSize,
+                                                                     frame_.header.manifest_size));
+  if (!decoded) {
+    fail(decoded.error());
+    return true;
+  }
+  frame_.data.emplace(std::move(decoded).value());
+  segment_buffers_.clear();
+  segment_buffers_.emplace_back(head_peek_.data(), head);  // read the head again, over the peek
+  segment_bytes_ = head;
+  for (const Buffer& b : frame_.data->segments)
+    if (b.size()) {
+      segment_buffers_.emplace_back(b.data(), b.size());
+      segment_bytes_ += b.size();
+    }
+  stage_ = Stage::kSegments;
+  stage_bytes_ = 0;
+  return true;
+}
+
+void FrameReader::on_header(const DecodeData& decode) {
+  auto header = parse_header(header_bytes_, limits_);
+  if (!header) return fail(header.error());
+  frame_.header = header.value();
+  frame_.manifest.resize(frame_.header.manifest_size);  // bounded by max_manifest_bytes in parse_header
+  stage_ = Stage::kManifest;
+  stage_bytes_ = 0;
+  if (frame_.manifest.empty()) on_manifest(decode);
+}
+
+void FrameReader::on_manifest(const DecodeData& decode) {
+  segment_buffers_.clear();
+  segment_bytes_ = 0;
+  if (frame_.header.kind == FrameKind::kData) {
+    auto decoded = decode(frame_.header, frame_.manifest);
+    if (!decoded) return fail(decoded.error());
+    frame_.data.emplace(std::move(decoded).value());
+    frame_.manifest.clear();
+    for (const Buffer& b : frame_.data->segments)
+      if (b.size()) {
+        segment_buffers_.emplace_back(b.data(), b.size());
+        segment_bytes_ += b.size();
+      }
+  }
+  stage_ = Stage::kSegments;
+  stage_bytes_ = 0;
+}
+
+}  // namespace wcomm

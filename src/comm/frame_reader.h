@@ -1,0 +1,70 @@
+// FrameReader: reads COMM v1 frames from a transport connection, HELLO and DATA alike: the
+// header (checked against the limits before anything is allocated), the manifest, then the
+// segments straight into the storage the DATA decoder chose. Non-blocking: each call reads
+// what has arrived and keeps its place. Used by one thread at a time (see ReadOwner).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <functional>
+#include <optional>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "transport/transport.h"
+#include "wcomm/codec.h"
+
+namespace wcomm {
+
+struct Frame {
+  FrameHeader header;
+  std::vector<std::uint8_t> manifest;  // control frames (HELLO, HELLO_ACK, CLOSE)
+  std::optional<DecodedData> data;     // DATA frames, decoded, with their segments filled
+};
+
+class FrameReader {
+ public:
+  enum class Status { kFrame, kWaiting, kFailed };
+  // Decodes a DATA frame's manifest into the storage its segments are read into.
+  using DecodeData = std::function<Result<DecodedData>(const FrameHeader&, std::span<const std::uint8_t>)>;
+
+  FrameReader(transport::Connection& connection, const CommConfig& limits);
+  // Who is on the other side, for error messages ("peer 'node-b'").
+  void set_peer_name(std::string who) { who_ = std::move(who); }
+
+  // Reads until a whole frame is there (kFrame: take() it), nothing more has arrived
+  // (kWaiting) or the stream failed, ended, or sent a frame the limits refuse (kFailed:
+  // error(); sticky).
+  Status read(const DecodeData& decode);
+  Frame take();
+  const Error& error() const { return *error_; }
+  // Ends reading with this error (a frame the reader's user refuses); sticky.
+  void fail_with(Error error) { fail(std::move(error)); }
+  const std::string& peer_name() const { return who_; }
+  bool failed() const { return error_.has_value(); }
+  bool between_frames() const { return stage_ == Stage::kHeader && stage_bytes_ == 0; }
+
+ private:
+  enum class Stage { kHeader, kManifest, kSegments, kDone };
+  bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
+  bool take_head_from_peek(const DecodeData& decode);
+  void on_header(const DecodeData& decode);
+  void on_manifest(const DecodeData& decode);
+  void fail(Error error);
+  Error read_error(std::error_code ec, const char* what) const;
+
+  transport::Connection& connection_;
+  const CommConfig& limits_;
+  std::string who_ = "the remote side";
+  Stage stage_ = Stage::kHeader;
+  std::size_t stage_bytes_ = 0;  // of the current stage, read so far
+  std::uint8_t header_bytes_[kHeaderSize];
+  Frame frame_;
+  std::vector<asio::mutable_buffer> segment_buffers_;
+  std::size_t segment_bytes_ = 0;
+  std::array<std::uint8_t, 4096> head_peek_;
+  std::optional<Error> error_;
+};
+
+}  // namespace wcomm

@@ -1,0 +1,259 @@
+// ReadOwner: the loop's and the callers' sides of reading, and the hand-over between them.
+#include "comm/read_owner.h"
+
+#include "comm/comm_impl.h"
+#include "core/operation.h"
+#include "transport/thread_waker.h"
+
+namespace wcomm {
+
+namespace {
+constexpr auto kStandDown = std::chrono::milliseconds(1);
+constexpr auto kLongStandDown = std::chrono::milliseconds(16);
+}  // namespace
+
+ReadOwner::ReadOwner(asio::io_context& io, transport::Connection& connection, FrameReader& reader, Sink& sink)
+    : io_(io), connection_(connection), reader_(reader), sink_(sink) {}
+
+// Reads frames until `until` is complete, nothing more has arrived, or reading must stop.
+// Only the owner calls this, with no lock held: each frame's recv completes right here.
+ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until, Later& later) {
+  const FrameReader::DecodeData decode = [this](const FrameHeader& h, std::span<const std::uint8_t> m) {
+    return sink_.decode(h, m);
+  };
+  while (true) {
+    if (until && until->done()) return Pumped::kDone;
+    if (reader_.between_frames()) {
+      std::lock_guard lock(mu_);
+      if (paused_ || closing_) return Pumped::kPaused;
+      if (sink_.inbound_full()) {
+        paused_ = true;  // the transport now pushes back on the sender until the application drains
+        return Pumped::kPaused;
+      }
+    }
+    switch (reader_.read(decode)) {
+      case FrameReader::Status::kWaiting:
+        return Pumped::kWaiting;
+      case FrameReader::Status::kFailed:
+        sink_.abandon_frame(reader_.error(), later);
+        return Pumped::kFailed;
+      case FrameReader::Status::kFrame:
+        break;
+    }
+    Frame frame = reader_.take();
+    if (frame.header.kind != FrameKind::kData) {
+      // CLOSE, or a handshake frame after the handshake: reading ends here (the loop reports it).
+      reader_.fail_with(frame.header.kind == FrameKind::kClose
+                            ? Error{ErrorCode::kConnectionClosed, reader_.peer_name() + " closed the connection"}
+                            : Error{ErrorCode::kProtocol, "unexpected frame kind " +
+                                                              std::to_string(int(frame.header.kind)) +
+                                                              " after the handshake"});
+      return Pumped::kFailed;
+    }
+    sink_.on_frame(std::move(frame), reader, later);
+  }
+}
+
+// ---- the loop's side --------------------------------------------------------------------
+
+void ReadOwner::start(std::weak_ptr<void> life) {
+  life_ = std::move(life);
+  read_from_loop();
+}
+
+void ReadOwner::resume() {
+  {
+    std::lock_guard lock(mu_);
+    if (!paused_) return;
+    paused_ = false;
+  }
+  asio::post(io_, [this, life = life_] {
+    if (auto keep = life.lock()) read_from_loop();
+  });
+}
+
+void ReadOwner::read_from_loop() {
+  if (closed_) return;
+  {
+    std::lock_guard lock(mu_);
+    if (failed_) {
+      // A caller's read failed and it handed the report to us.
+      failed_ = false;
+      closed_ = true;
+    } else if (owner_ == Owner::kCaller) {
+      return stand_down();
+    } else if (paused_) {
+      return;  // bytes wait unread on purpose; resume() reads on
+    } else {
+      owner_ = Owner::kLoop;
+    }
+  }
+  if (closed_) return sink_.on_read_failed(reader_.error());
+  Later later;
+  const Pumped result = pump(Reader::kLoop, nullptr, later);
+  {
+    std::lock_guard lock(mu_);
+    owner_ = Owner::kNone;
+  }
+  loop_done_.notify_all();
+  // Callbacks run once the reading is let go: one may block on another recv of this peer,
+  // whose thread then reads for itself.
+  run(later);
+  if (result == Pumped::kFailed) {
+    closed_ = true;
+    return sink_.on_read_failed(reader_.error());
+  }
+  // The loop read for itself: a later stand-down starts short.
+  stand_down_period_ = kStandDown;
+  // Paused: watching would report the unread bytes at once, again and again.
+  if (result == Pumped::kWaiting) arm();
+}
+
+void ReadOwner::arm() {
+  if (closed_ || armed_) return;
+  armed_ = true;
+  connection_.async_wait_readable([this, life = life_](std::error_code ec) {
+    // Aborted: whoever stopped the wait has cleared armed_ (or the stream is closed). Other
+    // errors and the end of the stream are the reader's to find and report.
+    if (ec == asio::error::operation_aborted) return;
+    auto keep = life.lock();
+    if (!keep) return;
+    armed_ = false;
+    read_from_loop();
+  });
+}
+
+void ReadOwner::stand_down() {
+  connection_.stop_waiting_readable();  // its handler sees operation_aborted
+  armed_ = false;
+  if (stand_down_timer_) return;
+  stand_down_timer_.emplace(io_, stand_down_period_);
+  standing_down_.store(true);
+  stand_down_timer_->async_wait([this, life = life_, generation = ++stand_down_generation_](std::error_code ec) {
+    auto keep = life.lock();
+    // A timer that read_soon() or close() dropped may still fire: only the last counts.
+    if (ec || !keep || generation != stand_down_generation_) return;
+    end_stand_down();
+    bool caller;
+    {
+      std::lock_guard lock(mu_);
+      caller = owner_ == Owner::kCaller;
+    }
+    if (!caller) return read_from_loop();
+    if (stand_down_period_ >= kLongStandDown) return arm();
+    stand_down_period_ *= 2;
+    stand_down();
+  });
+}
+
+void ReadOwner::end_stand_down() {
+  stand_down_timer_.reset();
+  ++stand_down_generation_;
+  standing_down_.store(false);
+}
+
+void ReadOwner::read_soon() {
+  if (closed_ || !stand_down_timer_) return;  // the loop watches the connection already
+  {
+    std::lock_guard lock(mu_);
+    if (owner_ == Owner::kCaller) {
+      read_requested_ = true;  // the reader hands the reading back when it stops
+      return;
+    }
+  }
+  end_stand_down();
+  read_from_loop();
+}
+
+void ReadOwner::run(Later& later) {
+  for (auto& fn : later) fn();
+  later.clear();
+}
+
+void ReadOwner::close(const Error& why) {
+  if (closed_) return;
+  closed_ = true;
+  end_stand_down();
+  armed_ = false;
+  bool caller;
+  {
+    std::lock_guard lock(mu_);
+    closing_ = true;
+    close_reason_ = why;
+    caller = owner_ == Owner::kCaller;
+  }
+  // A caller may be waiting on the stream: end it (which wakes the caller) but leave it its
+  // resources, so that nothing is reused under its feet; it hands the stream back when done.
+  if (caller) return connection_.shutdown();
+  connection_.close();
+  Later later;
+  sink_.abandon_frame(why, later);
+  run(later);
+}
+
+// ---- a caller's side --------------------------------------------------------------------
+
+bool ReadOwner::begin_caller() {
+  std::unique_lock lock(mu_);
+  // The loop's reading is short (what has arrived); wait it out rather than sleep for a
+  // message the loop would then have to hand over.
+  loop_done_.wait(lock, [&] { return owner_ != Owner::kLoop; });
+  if (owner_ != Owner::kNone || paused_ || failed_ || closing_) return false;
+  owner_ = Owner::kCaller;
+  return true;
+}
+
+void ReadOwner::end_caller(bool failed_here) {
+  const bool others_waiting = sink_.others_waiting();
+  bool closing, requested;
+  std::optional<Error> reason;
+  {
+    std::lock_guard lock(mu_);
+    owner_ = Owner::kNone;
+    if (failed_here) failed_ = true;  // the loop reports it
+    closing = closing_;
+    requested = read_requested_;
+    read_requested_ = false;
+    reason = close_reason_;
+  }
+  if (closing) {  // close() came while we read: the frame and the stream are left to us
+    Later later;
+    sink_.abandon_frame(*reason, later);
+    run(later);
+  }
+  // The loop may be standing down; it must look now if it has something to do: close the
+  // stream, report a failure, or read for other waiters (who would otherwise wait for its timer).
+  if (!closing && !failed_here && !others_waiting && !requested) return;
+  asio::post(io_, [this, life = life_, closing] {
+    auto keep = life.lock();
+    if (!keep) return;
+    if (closing) return connection_.close();
+    end_stand_down();
+    read_from_loop();
+  });
+}
+
+void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadline,
+                         std::chrono::microseconds busy_poll) {
+  transport::ThreadWaker& waker = transport::this_thread_waker();
+  if (!waker.valid() || !begin_caller()) return;
+  Pumped result = Pumped::kWaiting;
+  Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
+  // Busy polling: read again and again without sleeping, until the message is there, the
+  // window ends, or reading cannot go on here.
+  if (busy_poll.count() > 0) {
+    const auto window_end = std::min(deadline, Clock::now() + busy_poll);
+    while (result == Pumped::kWaiting && Clock::now() < window_end) result = pump(Reader::kCallerBusyPolling, &until, later);
+  }
+  // Then sleep until bytes arrive or the promise completes elsewhere (which wakes us).
+  while (result == Pumped::kWaiting) {
+    if (!detail::PromiseAccess::set_waker(until, &waker)) break;  // completed meanwhile
+    const auto woke = connection_.wait_readable(deadline, waker);
+    detail::PromiseAccess::clear_waker(until);
+    if (woke == transport::Connection::Wait::kDeadline) break;
+    result = pump(Reader::kCaller, &until, later);
+  }
+  end_caller(result == Pumped::kFailed);
+}
+
+}  // namespace wcomm

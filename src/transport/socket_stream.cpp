@@ -1,0 +1,182 @@
+// SocketStream: a Connection over a connected stream socket's descriptor.
+#include "transport/socket_stream.h"
+
+#include <fcntl.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <sys/uio.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <ctime>
+#include <optional>
+#include <utility>
+
+#include "transport/thread_waker.h"
+
+namespace wcomm::transport {
+namespace {
+
+constexpr int kEndOfStream = -1;  // a pseudo errno: recvmsg returned 0
+
+// Moves bytes between the socket and buffers (after their first `skip` bytes) with one
+// non-blocking system call per up-to-64 buffers until the kernel takes or has no more.
+template <class Buffers, class Call>
+std::size_t move_now(const Buffers& buffers, std::size_t skip, std::error_code& ec, Call call) {
+  std::size_t total = 0;
+  while (true) {
+    iovec iov[64];
+    std::size_t n = 0, offset = skip;
+    for (const auto& b : buffers) {
+      if (n == 64) break;
+      if (offset >= b.size()) {
+        offset -= b.size();
+        continue;
+      }
+      iov[n++] = {static_cast<char*>(const_cast<void*>(static_cast<const void*>(b.data()))) + offset, b.size() - offset};
+      offset = 0;
+    }
+    if (n == 0) return total;
+    msghdr msg{};
+    msg.msg_iov = iov;
+    msg.msg_iovlen = n;
+    ssize_t moved = call(msg);
+    if (moved < 0) {
+      if (errno == EINTR) continue;
+      if (errno == kEndOfStream) ec = asio::error::eof;
+      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, std::system_category());
+      return total;
+    }
+    total += static_cast<std::size_t>(moved);
+    skip += static_cast<std::size_t>(moved);
+  }
+}
+
+// A connected socket that asio's reactor does not hold. A descriptor registered there wakes
+// the loop thread on every arriving segment, even with nothing waiting on it: a context
+// switch per message while a caller's thread does the reading. So the loop watches the
+// socket only while it waits on it, through a duplicate descriptor registered on demand.
+class SocketStream final : public Connection {
+ public:
+  SocketStream(asio::any_io_executor executor, int fd, std::string description)
+      : executor_(std::move(executor)), fd_(fd), description_(std::move(description)) {}
+  ~SocketStream() override { close(); }
+
+  void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) override {
+    transfer(std::move(buffers), 0, std::move(handler), true);
+  }
+  std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) override {
+    return move_now(buffers, 0, ec, [fd = fd_](msghdr& msg) { return ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL); });
+  }
+  void try_write_now(const void* data, std::size_t size) override {
+    if (fd_ >= 0) ::send(fd_, data, size, MSG_DONTWAIT | MSG_NOSIGNAL);
+  }
+  std::size_t try_read(const std::vector<asio::mutable_buffer>& buffers, std::size_t skip,
+                       std::error_code& ec) override {
+    return move_now(buffers, skip, ec, [fd = fd_](msghdr& msg) {
+      ssize_t got = ::recvmsg(fd, &msg, MSG_DONTWAIT);
+      if (got == 0) errno = kEndOfStream;
+      return got == 0 ? ssize_t{-1} : got;
+    });
+  }
+  std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
+    while (true) {
+      ssize_t got = ::recv(fd_, data, size, MSG_PEEK | MSG_DONTWAIT);
+      if (got > 0) return static_cast<std::size_t>(got);
+      if (got == 0) ec = asio::error::eof;
+      else if (errno == EINTR) continue;
+      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, std::system_category());
+      return 0;
+    }
+  }
+  void async_wait_readable(std::function<void(std::error_code)> handler) override {
+    watch(false, std::move(handler));
+  }
+  void stop_waiting_readable() override { read_watch_.reset(); }
+
+  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
+    // ppoll, not poll: a Python recv waits 200 us, not a whole millisecond.
+    timespec timeout{};
+    if (deadline != Clock::time_point::max()) {
+      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
+      if (left <= 0) return Wait::kDeadline;
+      timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
+      timeout.tv_nsec = static_cast<long>(left % 1'000'000'000);
+    }
+    pollfd fds[2] = {{fd_, POLLIN, 0}, {waker.fd(), POLLIN, 0}};
+    const int ready = ::ppoll(fds, 2, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
+    if (ready > 0 && fds[1].revents) {
+      waker.clear();
+      if (!fds[0].revents) return Wait::kWoken;
+    }
+    if (ready == 0) return Wait::kDeadline;
+    return Wait::kReadable;  // (an interrupted poll too: the caller reads, finds nothing, waits again)
+  }
+
+  void shutdown() override {
+    // The loop lets go of the socket now (its waits see operation_aborted), so nothing of it
+    // stays registered with Asio until the descriptor itself is closed, maybe much later.
+    read_watch_.reset();
+    write_watch_.reset();
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+  }
+  void close() override {
+    // Dropping the watchers cancels their waits: pending operations see operation_aborted.
+    read_watch_.reset();
+    write_watch_.reset();
+    if (fd_ < 0) return;
+    ::shutdown(fd_, SHUT_RDWR);
+    ::close(fd_);
+    fd_ = -1;
+  }
+  std::string describe() const override { return description_; }
+
+ private:
+  // Writes what the kernel takes now; if that is not all, waits for the socket and goes on.
+  // Like asio's operations, the handler never runs inside the call that started it.
+  void transfer(std::vector<asio::const_buffer> buffers, std::size_t done, IoHandler handler, bool first) {
+    std::error_code ec;
+    if (fd_ < 0) ec = asio::error::bad_descriptor;
+    else done += move_now(buffers, done, ec, [fd = fd_](msghdr& msg) {
+      return ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
+    });
+    if (ec || done == asio::buffer_size(buffers)) {
+      if (!first) write_watch_.reset();  // its registration would wake the loop on reads
+      if (!first) return handler(ec, done);
+      return asio::post(executor_, [handler = std::move(handler), ec, done] { handler(ec, done); });
+    }
+    watch(true, [this, buffers = std::move(buffers), done, handler = std::move(handler)](std::error_code ec) mutable {
+      if (ec) return handler(ec, done);  // cancelled by close(): the stream may be gone
+      transfer(std::move(buffers), done, std::move(handler), false);
+    });
+  }
+
+  void watch(bool write, std::function<void(std::error_code)> handler) {
+    auto& watcher = write ? write_watch_ : read_watch_;
+    if (!watcher) {
+      const int duplicate = fd_ < 0 ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
+      if (duplicate < 0) {
+        std::error_code ec = fd_ < 0 ? std::error_code(asio::error::bad_descriptor)
+                                     : std::error_code(errno, std::system_category());
+        return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
+      }
+      watcher.emplace(executor_, duplicate);
+    }
+    watcher->async_wait(write ? asio::posix::stream_descriptor::wait_write : asio::posix::stream_descriptor::wait_read,
+                        std::move(handler));
+  }
+
+  asio::any_io_executor executor_;
+  int fd_ = -1;
+  std::optional<asio::posix::stream_descriptor> read_watch_, write_watch_;
+  std::string description_;
+};
+
+}  // namespace
+
+std::unique_ptr<Connection> make_socket_stream_from_fd(asio::any_io_executor executor, int fd,
+                                                       std::string description) {
+  return std::make_unique<SocketStream>(std::move(executor), fd, std::move(description));
+}
+
+}  // namespace wcomm::transport

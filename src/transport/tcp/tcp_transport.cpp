@@ -1,0 +1,83 @@
+// The tcp transport: tcp://host:port over Asio's TCP sockets.
+#include <memory>
+#include <string>
+
+#include "transport/socket_listener.h"
+#include "transport/socket_stream.h"
+#include "wcomm/errors.h"
+
+namespace wcomm::transport {
+namespace {
+
+using asio::ip::tcp;
+
+std::string endpoint_text(const tcp::endpoint& e) {
+  const std::string host = e.address().to_string();
+  return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
+}
+
+std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options) {
+  std::error_code ec;
+  socket.set_option(tcp::no_delay(options.tcp_nodelay), ec);
+  const auto local = socket.local_endpoint(ec);
+  const auto remote = socket.remote_endpoint(ec);
+  return make_socket_stream(std::move(socket), "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote));
+}
+
+class TcpTransport final : public Transport {
+ public:
+  std::string_view scheme() const override { return "tcp"; }
+
+  std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address,
+                                   const Options& options) const override {
+    std::error_code ec;
+    tcp::resolver resolver(io);
+    auto results = resolver.resolve(address.host, std::to_string(address.port), tcp::resolver::passive, ec);
+    if (ec || results.empty())
+      throw ConnectionFailedError("cannot resolve bind address '" + address.host + "': " + ec.message());
+    const tcp::endpoint endpoint = results.begin()->endpoint();
+    tcp::acceptor acceptor(io);
+    acceptor.open(endpoint.protocol(), ec);
+    if (!ec) acceptor.set_option(asio::socket_base::reuse_address(true), ec);
+    if (!ec) acceptor.bind(endpoint, ec);
+    if (!ec) acceptor.listen(asio::socket_base::max_listen_connections, ec);
+    if (ec)
+      throw ConnectionFailedError("cannot listen on " + address.to_string() + ": " + ec.message() +
+                                  " (is another node using that port, or is the address not local?)");
+    Address bound = address;
+    bound.port = acceptor.local_endpoint().port();
+    return std::make_unique<SocketListener<tcp>>(std::move(acceptor), std::move(bound),
+                                                 [options](tcp::socket s) { return wrap(std::move(s), options); });
+  }
+
+  void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options& options,
+            DialHandler handler) const override {
+    auto socket = std::make_shared<tcp::socket>(io);
+    auto done = std::make_shared<DialHandler>(std::move(handler));
+    auto connect = [socket, deadline, options, done](const tcp::endpoint& endpoint) {
+      connect_with_deadline(socket, endpoint, deadline, [socket, options, done](std::error_code ec) {
+        if (ec) return (*done)(ec, nullptr);
+        (*done)({}, wrap(std::move(*socket), options));
+      });
+    };
+    std::error_code parse_error;
+    const auto numeric = asio::ip::make_address(address.host, parse_error);
+    if (!parse_error) return connect({numeric, address.port});  // no resolver (its async form spawns a thread)
+    auto resolver = std::make_shared<tcp::resolver>(io);
+    resolver->async_resolve(address.host, std::to_string(address.port),
+                            [resolver, connect, done](std::error_code ec, tcp::resolver::results_type results) {
+                              if (!ec && results.empty()) ec = asio::error::host_not_found;
+                              if (ec) return (*done)(ec, nullptr);
+                              connect(results.begin()->endpoint());
+                            });
+  }
+};
+
+}  // namespace
+
+const Transport& tcp_transport() {
+  static const TcpTransport transport;
+  return transport;
+}
+
+}  // namespace wcomm::transport

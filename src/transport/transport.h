@@ -1,0 +1,111 @@
+// The transport seam: what Comm needs of a way to move bytes, in the spirit of tensorpipe's
+// context / listener / connection. A transport moves bytes and nothing else: framing and the
+// codec live above it, in comm. A new transport is one folder (src/transport/NAME/) plus one
+// line in registry.cpp; tests/integration/transport_conformance_test.cpp then runs it.
+#pragma once
+
+#include <chrono>
+#include <functional>
+#include <memory>
+#include <string>
+#include <string_view>
+#include <system_error>
+#include <vector>
+
+#include <asio.hpp>
+
+#include "wcomm/address.h"
+
+namespace wcomm::detail {
+class Waker;
+}
+
+namespace wcomm::transport {
+
+using Clock = std::chrono::steady_clock;
+using IoHandler = std::function<void(std::error_code, std::size_t)>;
+
+// The wake-up a thread waiting in Connection::wait_readable can be given from elsewhere.
+class ThreadWaker;
+
+// One connected, full-duplex byte stream. Loop-thread calls are marked; the try_* calls and
+// wait_readable may be made from any thread, by one reader (and one writer) at a time.
+class Connection {
+ public:
+  virtual ~Connection() = default;
+
+  // Loop: writes every byte of buffers as one gather write (or fails). One at a time.
+  virtual void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) = 0;
+  // Non-blocking gather write with no async_write outstanding: writes what the transport
+  // takes now and returns how many bytes that was (ec set on a broken connection).
+  virtual std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) = 0;
+  // Best-effort non-blocking write of a small frame (CLOSE) with nothing else outstanding.
+  virtual void try_write_now(const void* data, std::size_t size) = 0;
+
+  // Non-blocking scatter read into the caller's storage: fills buffers, skipping their first
+  // `skip` bytes, with what has arrived, and returns how many bytes that was. ec is
+  // asio::error::eof at the end of the stream.
+  virtual std::size_t try_read(const std::vector<asio::mutable_buffer>& buffers, std::size_t skip,
+                               std::error_code& ec) = 0;
+  // Copies up to size bytes that have arrived without consuming them (ec as for try_read).
+  virtual std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) = 0;
+
+  // Loop: calls handler once bytes have arrived, or the stream ended or failed (at once if
+  // bytes are waiting). Consumes nothing.
+  virtual void async_wait_readable(std::function<void(std::error_code)> handler) = 0;
+  // Loop: cancels async_wait_readable (its handler sees operation_aborted) and stops
+  // watching, so arriving bytes do not wake the loop while another thread reads them.
+  virtual void stop_waiting_readable() = 0;
+
+  enum class Wait { kReadable, kWoken, kDeadline };
+  // Any thread: sleeps until bytes have arrived (or the stream ended or failed: kReadable,
+  // the next read says which), waker is woken (kWoken), or the deadline passes.
+  virtual Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) = 0;
+
+  // Loop: ends both directions and cancels outstanding operations, but keeps the resources a
+  // thread in wait_readable uses (it wakes up); close() releases them.
+  virtual void shutdown() = 0;
+  // Loop: ends the stream, cancels outstanding operations (operation_aborted), releases all.
+  virtual void close() = 0;
+  virtual std::string describe() const = 0;  // "tcp 127.0.0.1:40000 <-> 127.0.0.1:9000"
+};
+
+using AcceptHandler = std::function<void(std::error_code, std::unique_ptr<Connection>)>;
+using DialHandler = std::function<void(std::error_code, std::unique_ptr<Connection>)>;
+
+class Listener {
+ public:
+  virtual ~Listener() = default;
+  // Where peers reach it (a tcp port 0 resolved to the port bound).
+  virtual Address address() const = 0;
+  // Loop: accepts connections until close(), calling handler for each.
+  virtual void start(AcceptHandler handler) = 0;
+  virtual void close() = 0;
+};
+
+// Settings a transport may use; the others ignore them.
+struct Options {
+  bool tcp_nodelay = true;
+};
+
+class Transport {
+ public:
+  virtual ~Transport() = default;
+  virtual std::string_view scheme() const = 0;  // the address scheme it serves: "tcp", "unix"
+  // Binds the address; throws ConnectionFailedError naming it when it cannot.
+  virtual std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address,
+                                           const Options& options) const = 0;
+  // Connects once (no retry: the caller owns the retry policy). The handler runs on the
+  // loop, never inline, with asio::error::timed_out once the deadline passes.
+  virtual void dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                    const Options& options, DialHandler handler) const = 0;
+};
+
+// The transport serving an address's scheme (registry.cpp); nullptr if none does.
+const Transport* find_transport(std::string_view scheme);
+// find_transport(address.scheme)->listen / ->dial; ConnectionFailedError for an unknown scheme.
+std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address, const Options& options);
+void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options& options,
+          DialHandler handler);
+
+}  // namespace wcomm::transport
