@@ -4,7 +4,9 @@
 # none, vs wcomm bench; the three ping-pongs take turns, REPEAT times, so that a drift of the
 # machine reaches all of them alike, and each ratio is the median of the turns' ratios), one-stream goodput
 # (iperf3, and raw TCP moving whole 1 MiB / 64 MiB buffers, vs wcomm bench upload of 1 MiB and
-# 64 MiB messages), and peak RSS of receiving a 200 MiB tensor. Prints a markdown table. Usage: bench/run_core_bench.sh [build-dir]
+# 64 MiB messages), the Comm API over tcp and over unix sockets (64 B round trip in the same turns,
+# 64 MiB goodput beside each other), and peak RSS of receiving a 200 MiB tensor. Prints a
+# markdown table. Usage: bench/run_core_bench.sh [build-dir]
 # Environment: ROUNDS (ping-pong rounds per turn, default 5000), REPEAT (turns, default 5),
 # TRIALS (goodput trials, default 3).
 set -euo pipefail
@@ -18,9 +20,9 @@ trials="${TRIALS:-3}"
 python=/usr/bin/python3  # Debian's interpreter (architecture.md); only its json module is used
 
 need() { [ -x "$1" ] || { echo "run_core_bench: $1 is missing; build it first:" \
-  "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong recv_rss raw_tcp_bulk" >&2; exit 1; }; }
+  "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong api_goodput recv_rss raw_tcp_bulk" >&2; exit 1; }; }
 for b in "$build/wcomm" "$build/bench/raw_tcp_pingpong" "$build/bench/api_pingpong" "$build/bench/recv_rss" \
-  "$build/bench/raw_tcp_bulk"; do need "$b"; done
+  "$build/bench/raw_tcp_bulk" "$build/bench/api_goodput"; do need "$b"; done
 command -v iperf3 >/dev/null || { echo "run_core_bench: iperf3 is not installed (scripts/bootstrap.sh)" >&2; exit 1; }
 
 work="$(mktemp -d /tmp/wcomm-core-bench.XXXXXX)"
@@ -40,7 +42,16 @@ for turn in $(seq "$repeat"); do
   "$build/bench/raw_tcp_pingpong" "$rounds" 64 >"$work/raw.$turn.json"
   "$build/bench/api_pingpong" "$rounds" 64 >"$work/api.$turn.json"
   "$build/bench/api_pingpong" "$rounds" 64 0 >"$work/api_sleep.$turn.json"
+  "$build/bench/api_pingpong" "$rounds" 64 20 unix >"$work/api_unix.$turn.json"
 done
+
+say "Comm API goodput, 64 MiB messages, tcp and unix taking turns, median of $trials"
+for _ in $(seq "$trials"); do
+  for t in tcp unix; do "$build/bench/api_goodput" 67108864 8 "$t" >>"$work/goodput_$t.jsonl"; done
+done
+median_lines() { "$python" -c 'import json,sys,statistics; print(statistics.median(json.loads(l)["goodput_gb_s"] for l in open(sys.argv[1])))' "$1"; }
+api_g64_tcp="$(median_lines "$work/goodput_tcp.jsonl")"
+api_g64_unix="$(median_lines "$work/goodput_unix.jsonl")"
 
 say "iperf3, one stream, 5 s"
 iperf_port=$((20000 + RANDOM % 30000))
@@ -101,6 +112,8 @@ raw50="$(turns raw p50_us | median)"; raw99="$(turns raw p99_us | median)"
 api50="$(turns api p50_us | median)"; api99="$(turns api p99_us | median)"
 sleep50="$(turns api_sleep p50_us | median)"; sleep99="$(turns api_sleep p99_us | median)"
 api_ratio="$(ratio_median api)"; sleep_ratio="$(ratio_median api_sleep)"
+unix50="$(turns api_unix p50_us | median)"; unix99="$(turns api_unix p99_us | median)"
+unix_vs_tcp="$(paste <(turns api_unix p50_us) <(turns api p50_us) | awk '{print $1/$2}' | median)"
 raw_all="$(turns raw p50_us | tr '\n' ' ')"; api_all="$(turns api p50_us | tr '\n' ' ')"
 sleep_all="$(turns api_sleep p50_us | tr '\n' ' ')"
 b50="$(jget "$work/wcomm.json" 'r["latency"][0]["summary_ms"]["p50"]*1e3')"
@@ -112,11 +125,12 @@ rssi="$(jget "$work/rss_into.json" 'r["delta_over_payload"]')"; rssi_mib="$(jget
 
 "$python" - "$raw50" "$raw99" "$api50" "$api99" "$b50" "$b99" "$iperf_gbps" "$g1" "$g64" "$rss" "$rss_mib" "$rssi" "$rssi_mib" \
   "$raw1" "$raw64" "$sleep50" "$sleep99" "$api_ratio" "$sleep_ratio" "$rounds" "$trials" "$repeat" \
-  "$raw_all" "$api_all" "$sleep_all" <<'PY'
+  "$raw_all" "$api_all" "$sleep_all" "$unix50" "$unix99" "$unix_vs_tcp" "$api_g64_tcp" "$api_g64_unix" <<'PY'
 import sys
 (raw50, raw99, api50, api99, b50, b99, iperf, g1, g64, rss, rss_mib, rssi, rssi_mib, raw1, raw64,
  sleep50, sleep99, api_ratio, sleep_ratio) = map(float, sys.argv[1:20])
 rounds, trials, repeat, raw_all, api_all, sleep_all = sys.argv[20:26]
+unix50, unix99, unix_vs_tcp, api_g64_tcp, api_g64_unix = map(float, sys.argv[26:31])
 print(f"Loopback, this machine, one run ({repeat} turns of {rounds} ping-pong rounds, medians over the turns; "
       f"median of {trials} goodput trials of 256 MiB).\n")
 print("| what | 64 B RTT p50 | 64 B RTT p99 | 1 MiB goodput | 64 MiB goodput | ratio |")
@@ -126,6 +140,11 @@ print(f"| Comm API ping-pong (send().get(), recv().get()), default 20 us busy po
       f"| p50 {api_ratio:.2f}x raw |")
 print(f"| Comm API ping-pong, recv_busy_poll_us 0 (sleeps at once) | {sleep50:.1f} us | {sleep99:.1f} us | | "
       f"| p50 {sleep_ratio:.2f}x raw |")
+print(f"| Comm API ping-pong over a unix socket, default busy polling | {unix50:.1f} us | {unix99:.1f} us | | "
+      f"| p50 {unix_vs_tcp:.2f}x the Comm API over tcp |")
+print(f"| Comm API, 64 MiB tensors (recv_into), tcp loopback | | | | {api_g64_tcp:.2f} GB/s | reference for unix |")
+print(f"| Comm API, 64 MiB tensors (recv_into), unix socket | | | | {api_g64_unix:.2f} GB/s | "
+      f"{api_g64_unix/api_g64_tcp:.2f}x tcp |")
 print(f"| wcomm bench ping (64 B, V0.1 control protocol) | {b50:.1f} us | {b99:.1f} us | | | p50 {b50/raw50:.2f}x raw |")
 print(f"| iperf3, one TCP stream | | | {iperf:.2f} GB/s | {iperf:.2f} GB/s | reference |")
 print(f"| raw TCP, blocking writes/reads of whole message-size buffers | | | {raw1:.2f} GB/s | {raw64:.2f} GB/s | reference |")

@@ -1,0 +1,51 @@
+// Two processes, each with a Comm, connected over the transport named on the command line
+// ("tcp" on loopback, or "unix": a socket file in /tmp). The parent is the listening side;
+// the child dials it once the parent listens. For the Comm API benchmarks.
+#pragma once
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <functional>
+#include <memory>
+#include <string>
+
+#include "bench_common.h"
+#include "wcomm/comm.h"
+
+namespace wcomm::bench_programs {
+
+// Runs listener(comm, peer) in the parent and dialer(comm, peer) in a forked child; returns
+// the child's exit status (the dialer measures and prints).
+inline int run_comm_pair(const std::string& transport, const CommConfig& config,
+                         const std::function<void(Comm&, const Peer&)>& listener,
+                         const std::function<void(Comm&, const Peer&)>& dialer) {
+  if (transport != "tcp" && transport != "unix") die("transport must be tcp or unix, got " + transport);
+  const std::string path = "/tmp/wcomm-bench-" + std::to_string(getpid()) + ".sock";
+  auto address = [&](std::uint16_t port) {
+    return transport == "tcp" ? Address::tcp("127.0.0.1", port) : Address::parse("unix://" + path);
+  };
+  int port_pipe[2];
+  if (pipe(port_pipe) != 0) die("pipe failed");
+  // Fork before any Comm exists: a Comm owns a thread, which a fork would not carry over.
+  const pid_t child = fork();
+  if (child != 0) {
+    // The child's directory entry is never dialed, so its address is a placeholder.
+    auto comm = Comm::create(CommSpec{{"echo", "", 0, {address(0)}}, {{"ping", "", 0, {address(1)}}}, "", config});
+    write_port(port_pipe[1], comm->port());
+    listener(*comm, comm->peer("ping"));
+    int status = 0;
+    waitpid(child, &status, 0);
+    comm->close();
+    return WIFEXITED(status) ? WEXITSTATUS(status) : 1;
+  }
+  const std::uint16_t port = read_port(port_pipe[0]);
+  const Address dial = address(port);
+  const Address self = transport == "tcp" ? Address::tcp("127.0.0.1", 0) : Address::parse("unix://" + path + ".child");
+  auto comm = Comm::create(CommSpec{{"ping", "", 0, {self}}, {{"echo", "", 0, {dial}}}, "", config});
+  dialer(*comm, comm->peer("echo"));
+  comm->close();
+  std::exit(0);
+}
+
+}  // namespace wcomm::bench_programs
