@@ -28,8 +28,18 @@ Comm::Impl::~Impl() {
   listeners.clear();
 }
 
+bool Comm::Impl::post(std::function<void()> fn) {
+  std::lock_guard lock(post_mutex);
+  if (loop_finished) return false;
+  asio::post(io, std::move(fn));
+  return true;
+}
+
 Poster Comm::Impl::poster() {
-  return [this](std::function<void()> fn) { asio::post(io, std::move(fn)); };
+  return [weak = self](std::function<void()> fn) {
+    auto impl = weak.lock();
+    if (!impl || !impl->post(fn)) std::thread(std::move(fn)).detach();
+  };
 }
 
 PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
@@ -107,19 +117,36 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   }
   listen(*impl);
   impl->work.emplace(impl->io.get_executor());
-  impl->thread = std::thread([raw = impl.get()] {
+  impl->self = impl;
+  // The thread keeps the Impl alive while it runs: a Comm destroyed from its own callback
+  // detaches the thread, which then drains the loop and lets go last.
+  impl->thread = std::thread([keep = impl] {
     pthread_setname_np(pthread_self(), "wcomm-loop");  // as top -H and gdb show it
-    raw->io.run();
+    keep->io.run();  // returns once close() has ended everything and no work is left
+    {
+      std::lock_guard lock(keep->post_mutex);
+      keep->loop_finished = true;
+    }
+    keep->io.restart();
+    keep->io.poll();  // what was posted before the flag went up
   });
   return std::shared_ptr<Comm>(new Comm(std::move(impl)));
 }
 
 Comm::~Comm() { close(); }
 
+// Ends every connection and fails every pending operation (close_from_loop), then lets the
+// loop run until nothing is left to do: handlers already posted (sends racing the close,
+// completions, callbacks) all run. From a callback on the loop thread it cannot wait for
+// the loop it runs on: it ends everything there and the loop drains after the callback.
 void Comm::close() {
   if (impl_->closed.exchange(true)) return;
-  if (impl_->thread.get_id() == std::this_thread::get_id())
-    throw std::logic_error("Comm::close() must not be called from a callback on the Comm's loop thread");
+  if (impl_->thread.get_id() == std::this_thread::get_id()) {
+    impl_->close_from_loop();
+    impl_->work.reset();
+    impl_->thread.detach();
+    return;
+  }
   std::promise<void> closed;
   asio::post(impl_->io, [this, &closed] {
     impl_->close_from_loop();
@@ -127,7 +154,6 @@ void Comm::close() {
   });
   closed.get_future().wait();
   impl_->work.reset();
-  impl_->io.stop();
   impl_->thread.join();
 }
 
@@ -191,10 +217,11 @@ namespace {
 
 // What a Future asks of a send or recv on the loop (cancel, read): the loop does it if both
 // the operation and the Comm are still there when it gets to it.
+// (After close the operation has completed already: nothing is lost if the loop has gone.)
 template <class Operation, class Fn>
 void run_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation> operation, Fn fn) {
   if (auto impl = comm.lock())
-    asio::post(impl->io, [operation = std::move(operation), fn] {
+    impl->post([operation = std::move(operation), fn] {
       if (auto op = operation.lock()) fn(op);
     });
 }
@@ -245,7 +272,8 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   waiter->promise.set_operation(waiter);
   Future<Received> future = waiter->promise.future();
   if (!options.timeout && state->recv_from_caller(waiter)) return future;
-  asio::post(impl.io, [state, waiter = std::move(waiter), options] { state->submit_recv(waiter, options); });
+  if (!impl.post([state, waiter, options] { state->submit_recv(waiter, options); }))
+    waiter->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
   return future;
 }
 

@@ -225,6 +225,7 @@ class PeerState {
   EgressPacer pacer_;
   std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
+  std::shared_ptr<transport::PendingDial> pending_dial_;
   std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
   // Fast path shared with callers' threads. inline_connection_ is set only while the peer is
   // idle; callers write on it holding inline_mutex_, and the loop clears it (taking the
@@ -275,7 +276,14 @@ struct Comm::Impl {
         connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0};
   } stats;
 
+  // Runs fn on the loop. From any thread: false (fn not run) once the loop has finished,
+  // after close: nothing is ever posted where it would not run.
+  bool post(std::function<void()> fn);
+  // Where a Future's late callback runs: the loop, or once it has finished a thread of its own.
   Poster poster();
+  std::weak_ptr<Impl> self;          // set by Comm::create
+  std::mutex post_mutex;
+  bool loop_finished = false;        // under post_mutex
   transport::Options transport_options() const { return {spec.comm.tcp_nodelay}; }
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Connection> stream);

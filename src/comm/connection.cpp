@@ -23,7 +23,7 @@ Connection::Connection(Comm::Impl& impl, std::unique_ptr<transport::Connection> 
     : impl_(impl),
       stream_(std::move(stream)),
       reader_(*stream_, impl.spec.comm),
-      reader_owner_(impl.io, *stream_, reader_, *this) {}
+      reader_owner_(impl, *stream_, reader_, *this) {}
 
 Connection::~Connection() = default;
 

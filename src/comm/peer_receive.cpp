@@ -80,7 +80,7 @@ bool PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter) {
     }
   }
   finish_taken(*waiter, std::move(*taken));
-  if (any_paused_.load(std::memory_order_acquire)) asio::post(impl_.io, [this] { resume_paused(); });
+  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
   return true;
 }
 
@@ -223,10 +223,11 @@ void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Receive
 
 void PeerState::post_in_order(std::function<void()> fn) {
   deferred_completions_.fetch_add(1);
-  asio::post(impl_.io, [this, fn = std::move(fn)] {
+  auto run = [this, fn = std::move(fn)] {
     fn();
     deferred_completions_.fetch_sub(1);
-  });
+  };
+  if (!impl_.post(run)) run();  // the loop has finished (closed): complete here
 }
 
 bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {

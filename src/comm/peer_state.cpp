@@ -58,8 +58,8 @@ Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> messa
     }
     inline_connection_.reset();
   }
-  posted_sends_ += 1;  // posted under the mutex, so messages reach the loop in call order
-  asio::post(impl_.io, [this, message = std::move(message), options] {
+  // Posted under the mutex, so messages reach the loop in call order.
+  const bool posted = impl_.post([this, message, options] {
     submit_send(message, options);
     {
       std::lock_guard guard(inline_mutex_);
@@ -67,6 +67,8 @@ Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> messa
     }
     refresh_inline();
   });
+  if (posted) posted_sends_ += 1;
+  else message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
   return future;
 }
 
@@ -309,9 +311,10 @@ bool refused(std::error_code ec) {
 // One deadline for the whole dial: connecting (each address in turn) and the handshake.
 void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index) {
   const Address& address = endpoints_[address_index];
-  transport::dial(
+  pending_dial_ = transport::dial(
       impl_.io, address, deadline, impl_.transport_options(),
       [this, deadline, backoff, address_index](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
+        pending_dial_.reset();
         if (closed_) return;
         if (ec) return retry_or_give_up(deadline, backoff, address_index, ec, ec.message());
         auto connection = std::make_shared<Connection>(impl_, std::move(stream));
@@ -411,6 +414,7 @@ void PeerState::close_all(const Error& error) {
   closed_ = true;
   backoff_timer_.reset();
   pacer_timer_.reset();
+  if (auto dial = std::move(pending_dial_)) dial->cancel();
   if (active_) {
     active_->abort_error = error;
     finish_active(asio::error::operation_aborted);

@@ -12,8 +12,8 @@ constexpr auto kStandDown = std::chrono::milliseconds(1);
 constexpr auto kLongStandDown = std::chrono::milliseconds(16);
 }  // namespace
 
-ReadOwner::ReadOwner(asio::io_context& io, transport::Connection& connection, FrameReader& reader, Sink& sink)
-    : io_(io), connection_(connection), reader_(reader), sink_(sink) {}
+ReadOwner::ReadOwner(Comm::Impl& impl, transport::Connection& connection, FrameReader& reader, Sink& sink)
+    : impl_(impl), connection_(connection), reader_(reader), sink_(sink) {}
 
 // Reads frames until `until` is complete, nothing more has arrived, or reading must stop.
 // Only the owner calls this, with no lock held: each frame's recv completes right here.
@@ -67,7 +67,7 @@ void ReadOwner::resume() {
     if (!paused_) return;
     paused_ = false;
   }
-  asio::post(io_, [this, life = life_] {
+  impl_.post([this, life = life_] {
     if (auto keep = life.lock()) read_from_loop();
   });
 }
@@ -127,7 +127,7 @@ void ReadOwner::stand_down() {
   connection_.stop_waiting_readable();  // its handler sees operation_aborted
   armed_ = false;
   if (stand_down_timer_) return;
-  stand_down_timer_.emplace(io_, stand_down_period_);
+  stand_down_timer_.emplace(impl_.io, stand_down_period_);
   standing_down_.store(true);
   stand_down_timer_->async_wait([this, life = life_, generation = ++stand_down_generation_](std::error_code ec) {
     auto keep = life.lock();
@@ -224,7 +224,7 @@ void ReadOwner::end_caller(bool failed_here) {
   // The loop may be standing down; it must look now if it has something to do: close the
   // stream, report a failure, or read for other waiters (who would otherwise wait for its timer).
   if (!closing && !failed_here && !others_waiting && !requested) return;
-  asio::post(io_, [this, life = life_, closing] {
+  impl_.post([this, life = life_, closing] {
     auto keep = life.lock();
     if (!keep) return;
     if (closing) return connection_.close();

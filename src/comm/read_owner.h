@@ -35,6 +35,7 @@
 #include <asio.hpp>
 
 #include "comm/frame_reader.h"
+#include "wcomm/comm.h"
 #include "wcomm/future.h"
 
 namespace wcomm {
@@ -68,7 +69,7 @@ class ReadOwner {
     virtual void on_read_failed(const Error& error) = 0;
   };
 
-  ReadOwner(asio::io_context& io, transport::Connection& connection, FrameReader& reader, Sink& sink);
+  ReadOwner(Comm::Impl& impl, transport::Connection& connection, FrameReader& reader, Sink& sink);
 
   // ---- loop thread
   // After the handshake (bytes may be waiting already). life: the object this one lives in;
@@ -101,7 +102,7 @@ class ReadOwner {
   void stand_down();
   void end_stand_down();
 
-  asio::io_context& io_;
+  Comm::Impl& impl_;
   transport::Connection& connection_;
   FrameReader& reader_;
   Sink& sink_;

@@ -19,11 +19,11 @@ std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address, c
   return t->listen(io, address, options);
 }
 
-void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options& options,
-          DialHandler handler) {
-  const Transport* t = find_transport(address.scheme);
-  if (!t) return asio::post(io, [handler = std::move(handler)] { handler(asio::error::address_family_not_supported, nullptr); });
-  t->dial(io, address, deadline, options, std::move(handler));
+std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                                  const Options& options, DialHandler handler) {
+  if (const Transport* t = find_transport(address.scheme)) return t->dial(io, address, deadline, options, std::move(handler));
+  asio::post(io, [handler = std::move(handler)] { handler(asio::error::address_family_not_supported, nullptr); });
+  return nullptr;
 }
 
 }  // namespace wcomm::transport

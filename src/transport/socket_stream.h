@@ -2,6 +2,7 @@
 // share. Only their listeners and dialers differ.
 #pragma once
 
+#include <functional>
 #include <memory>
 #include <string>
 
@@ -27,23 +28,55 @@ std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string descri
 }
 
 // A dial with one deadline: connects socket to endpoint, or fails with timed_out once the
-// deadline passes. The handler runs on the loop, never inline.
-template <class Socket, class Endpoint, class Handler>
-void connect_with_deadline(std::shared_ptr<Socket> socket, const Endpoint& endpoint, Clock::time_point deadline,
-                           Handler handler) {
-  auto timer = std::make_shared<asio::steady_timer>(socket->get_executor(), deadline);
-  auto timed_out = std::make_shared<bool>(false);
-  timer->async_wait([socket, timed_out](std::error_code ec) {
-    if (ec) return;
-    *timed_out = true;
+// deadline passes (operation_aborted once cancelled). The handler runs on the loop, never inline.
+template <class Socket>
+class SocketDial final : public PendingDial, public std::enable_shared_from_this<SocketDial<Socket>> {
+ public:
+  SocketDial(std::shared_ptr<Socket> socket, Clock::time_point deadline)
+      : socket_(std::move(socket)), timer_(socket_->get_executor(), deadline) {}
+
+  template <class Endpoint, class Handler>
+  void connect(const Endpoint& endpoint, Handler handler) {
+    if (cancelled_) return fail(asio::error::operation_aborted, std::move(handler));  // while resolving
+    timer_.async_wait([self = shared(), this](std::error_code ec) {
+      if (ec || finished_) return;
+      timed_out_ = true;
+      std::error_code ignored;
+      socket_->close(ignored);  // the connect completes with operation_aborted
+    });
+    socket_->async_connect(endpoint, [self = shared(), this, handler = std::move(handler)](std::error_code ec) mutable {
+      finished_ = true;
+      timer_.cancel();
+      if (timed_out_) ec = asio::error::timed_out;
+      if (cancelled_) ec = asio::error::operation_aborted;
+      handler(ec);
+    });
+  }
+  // Fails the dial before it connects (e.g. a name that cannot be resolved), on the loop.
+  void fail(std::error_code ec, std::function<void(std::error_code)> handler) {
+    finished_ = true;
+    asio::post(socket_->get_executor(), [self = shared(), this, ec, handler = std::move(handler)] {
+      handler(cancelled_ ? asio::error::operation_aborted : ec);
+    });
+  }
+  void cancel() override {
+    if (finished_) return;
+    cancelled_ = true;
     std::error_code ignored;
-    socket->close(ignored);  // the connect completes with operation_aborted
-  });
-  socket->async_connect(endpoint, [socket, timer, timed_out, handler = std::move(handler)](std::error_code ec) mutable {
-    timer->cancel();
-    if (*timed_out) ec = asio::error::timed_out;
-    handler(ec);
-  });
+    socket_->close(ignored);
+    timer_.cancel();
+  }
+
+ private:
+  std::shared_ptr<SocketDial> shared() { return this->shared_from_this(); }
+  std::shared_ptr<Socket> socket_;
+  asio::steady_timer timer_;
+  bool finished_ = false, timed_out_ = false, cancelled_ = false;
+};
+
+template <class Socket>
+std::shared_ptr<SocketDial<Socket>> make_socket_dial(std::shared_ptr<Socket> socket, Clock::time_point deadline) {
+  return std::make_shared<SocketDial<Socket>>(std::move(socket), deadline);
 }
 
 }  // namespace wcomm::transport

@@ -88,6 +88,13 @@ struct Options {
   bool tcp_nodelay = true;
 };
 
+// A dial in progress. cancel() ends it: its handler then runs with operation_aborted (loop).
+class PendingDial {
+ public:
+  virtual ~PendingDial() = default;
+  virtual void cancel() = 0;
+};
+
 class Transport {
  public:
   virtual ~Transport() = default;
@@ -97,15 +104,15 @@ class Transport {
                                            const Options& options) const = 0;
   // Connects once (no retry: the caller owns the retry policy). The handler runs on the
   // loop, never inline, with asio::error::timed_out once the deadline passes.
-  virtual void dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
-                    const Options& options, DialHandler handler) const = 0;
+  virtual std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                                            const Options& options, DialHandler handler) const = 0;
 };
 
 // The transport serving an address's scheme (registry.cpp); nullptr if none does.
 const Transport* find_transport(std::string_view scheme);
 // find_transport(address.scheme)->listen / ->dial; ConnectionFailedError for an unknown scheme.
 std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address, const Options& options);
-void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options& options,
-          DialHandler handler);
+std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                                  const Options& options, DialHandler handler);
 
 }  // namespace wcomm::transport

@@ -50,26 +50,28 @@ class TcpTransport final : public Transport {
                                                  [options](tcp::socket s) { return wrap(std::move(s), options); });
   }
 
-  void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options& options,
-            DialHandler handler) const override {
+  std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                                    const Options& options, DialHandler handler) const override {
     auto socket = std::make_shared<tcp::socket>(io);
-    auto done = std::make_shared<DialHandler>(std::move(handler));
-    auto connect = [socket, deadline, options, done](const tcp::endpoint& endpoint) {
-      connect_with_deadline(socket, endpoint, deadline, [socket, options, done](std::error_code ec) {
-        if (ec) return (*done)(ec, nullptr);
-        (*done)({}, wrap(std::move(*socket), options));
-      });
+    auto attempt = make_socket_dial(socket, deadline);
+    auto done = [socket, options, handler = std::move(handler)](std::error_code ec) {
+      if (ec) return handler(ec, nullptr);
+      handler({}, wrap(std::move(*socket), options));
     };
     std::error_code parse_error;
     const auto numeric = asio::ip::make_address(address.host, parse_error);
-    if (!parse_error) return connect({numeric, address.port});  // no resolver (its async form spawns a thread)
+    if (!parse_error) {  // no resolver (its async form spawns a thread)
+      attempt->connect(tcp::endpoint(numeric, address.port), std::move(done));
+      return attempt;
+    }
     auto resolver = std::make_shared<tcp::resolver>(io);
     resolver->async_resolve(address.host, std::to_string(address.port),
-                            [resolver, connect, done](std::error_code ec, tcp::resolver::results_type results) {
+                            [resolver, attempt, done](std::error_code ec, tcp::resolver::results_type results) {
                               if (!ec && results.empty()) ec = asio::error::host_not_found;
-                              if (ec) return (*done)(ec, nullptr);
-                              connect(results.begin()->endpoint());
+                              if (ec) return attempt->fail(ec, done);
+                              attempt->connect(results.begin()->endpoint(), done);
                             });
+    return attempt;
   }
 };
 

@@ -73,14 +73,15 @@ class UnixTransport final : public Transport {
     });
   }
 
-  void dial(asio::io_context& io, const Address& address, Clock::time_point deadline, const Options&,
-            DialHandler handler) const override {
+  std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
+                                    const Options&, DialHandler handler) const override {
     auto socket = std::make_shared<stream_protocol::socket>(io);
-    connect_with_deadline(socket, endpoint_of(address), deadline,
-                          [socket, address, handler = std::move(handler)](std::error_code ec) {
-                            if (ec) return handler(ec, nullptr);
-                            handler({}, wrap(std::move(*socket), address));
-                          });
+    auto attempt = make_socket_dial(socket, deadline);
+    attempt->connect(endpoint_of(address), [socket, address, handler = std::move(handler)](std::error_code ec) {
+      if (ec) return handler(ec, nullptr);
+      handler({}, wrap(std::move(*socket), address));
+    });
+    return attempt;
   }
 };
 
