@@ -410,18 +410,21 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
   return peer;
 }
 
-// Two nodes cannot listen on one address: a peer with the local node's host and port would
-// have this node dial itself. (Port 0, an ephemeral local port, cannot clash.)
+// Two nodes cannot listen on one address: a peer at one of the local node's addresses would
+// have this node dial itself. (tcp port 0, an ephemeral local port, cannot clash.)
 void check_addresses(const Reader& r, const NodeConfig& config, const YAML::Node& peers_node) {
-  const Peer& local = config.local;
+  const std::vector<Address> local = config.local.endpoints();
   for (std::size_t i = 0; i < config.peers.size(); ++i) {
     const Peer& peer = config.peers[i];
-    if (local.port != 0 && peer.port == local.port && peer.host == local.host)
-      r.fail_at("peers[" + std::to_string(i) + "].port",
-                "'" + peer.node_id + "' has the same address as the local node '" + local.node_id + "' (" +
-                    peer.host + ":" + std::to_string(peer.port) +
+    for (const Address& address : peer.endpoints()) {
+      if (address.scheme == "tcp" && address.port == 0) continue;
+      if (std::find(local.begin(), local.end(), address) == local.end()) continue;
+      r.fail_at("peers[" + std::to_string(i) + "]",
+                "'" + peer.node_id + "' has the same address as the local node '" + config.local.node_id + "' (" +
+                    address.to_string() +
                     "); nodes on one host need distinct ports, e.g. local-node-a.yaml's 9201 and 9202",
                 peers_node[i]);
+    }
   }
 }
 

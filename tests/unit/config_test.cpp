@@ -392,8 +392,11 @@ TEST(ParseNodeConfig, PeerDirectoryConsistency) {
 TEST(ParseNodeConfig, PeerOnTheLocalAddressIsRefused) {
   const std::string local = "local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n";
   EXPECT_HAS(parse_error(local + "peers: [{node_id: node-b, host: 127.0.0.1, port: 9201}]\n"),
-             "configs/x.yaml: peers[0].port: 'node-b' has the same address as the local node 'node-a' "
-             "(127.0.0.1:9201)");
+             "configs/x.yaml: peers[0]: 'node-b' has the same address as the local node 'node-a' "
+             "(tcp://127.0.0.1:9201)");
+  EXPECT_HAS(parse_error("local: {node_id: node-a, address: 'unix:///tmp/a.sock'}\n"
+                         "peers: [{node_id: node-b, addresses: ['tcp://127.0.0.1:9202', 'unix:///tmp/a.sock']}]\n"),
+             "peers[0]: 'node-b' has the same address as the local node 'node-a' (unix:///tmp/a.sock)");
   EXPECT_NO_THROW(parse_node_config(local + "peers: [{node_id: node-b, host: 127.0.0.1, port: 9202}]\n"));
   EXPECT_NO_THROW(parse_node_config(local + "peers: [{node_id: node-b, host: 192.0.2.11, port: 9201}]\n"));
   EXPECT_NO_THROW(parse_node_config("local: {node_id: a, host: 127.0.0.1, port: 0}\n"
