@@ -30,11 +30,16 @@ struct CommConfig {
   double connect_timeout_s = 30.0;
   bool allow_unsafe_pickle = false;
   bool tcp_nodelay = true;
-  // Egress shaping: frames are written in quanta of this many bytes; with a rate set, a
-  // token bucket of egress_burst_bytes paces them (0 = unlimited rate).
-  std::uint64_t egress_quantum_bytes = 1ull << 20;
+  // Egress pacing, with V0.1's keys and rules; 0 stands for V0.1's null (the default of all
+  // three). With a rate set, a frame is written in quanta of egress_quantum_bytes, each once a
+  // token bucket of egress_burst_bytes allows it. A rate or a burst needs a quantum, the burst
+  // must hold at least one quantum, and a rate must be a whole number >= 1. V0.1's null burst
+  // means one quantum: the YAML loader and the Python CommConfig fill that in; a C++ caller
+  // that sets a rate sets the burst too. Unlike V0.1, the rate holds per peer, not for the
+  // whole node, and a quantum without a rate changes nothing (docs/python.md).
+  std::uint64_t egress_quantum_bytes = 0;
   double egress_rate_bytes_per_second = 0.0;
-  std::uint64_t egress_burst_bytes = 1ull << 20;
+  std::uint64_t egress_burst_bytes = 0;
   // Busy polling: a thread blocked on a plain recv (get / wait / wait_for) reads the socket
   // without sleeping for up to this many microseconds before it sleeps. A reply that comes
   // within the window costs no sleep and wake-up (several microseconds each way on a virtual

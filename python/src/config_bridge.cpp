@@ -43,10 +43,15 @@ CommConfig config_from_dict(const py::dict& fields) {
     if constexpr (std::is_same_v<T, double>) {
       // egress_rate_bytes_per_second=None is V0.1's "unlimited", the core's 0.
       field = v.is_none() ? 0.0 : v.cast<double>();
+    } else if constexpr (std::is_same_v<T, std::uint64_t>) {
+      // egress_quantum_bytes / egress_burst_bytes=None is V0.1's null, the core's 0.
+      field = v.is_none() ? 0 : v.cast<T>();
     } else {
       field = v.cast<T>();
     }
   });
+  // V0.1: a null burst is one quantum.
+  if (c.egress_burst_bytes == 0) c.egress_burst_bytes = c.egress_quantum_bytes;
   if (used != fields.size()) {
     for (auto item : fields) {
       std::string key = py::str(item.first).cast<std::string>();
@@ -63,6 +68,8 @@ py::dict config_to_dict(const CommConfig& config) {
   CommConfig c = config;
   for_each_field(c, [&](const char* name, auto& field) { out[name] = field; });
   if (c.egress_rate_bytes_per_second == 0.0) out["egress_rate_bytes_per_second"] = py::none();
+  if (c.egress_quantum_bytes == 0) out["egress_quantum_bytes"] = py::none();
+  if (c.egress_burst_bytes == 0) out["egress_burst_bytes"] = py::none();
   return out;
 }
 

@@ -76,7 +76,7 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
   if (future.ready()) {
     Result<SendResult>& r = future.wait();
     if (!r.ok()) {
-      PyErr_SetObject(error_class(r.error().code).ptr(), make_exception(r.error()).ptr());
+      PyErr_SetObject(error_class(r.error().code, r.error().message).ptr(), make_exception(r.error()).ptr());
       throw py::error_already_set();
     }
     return py::make_tuple(0, py::none(), py::make_tuple(r.value().message_id, r.value().wire_bytes));

@@ -10,6 +10,8 @@ namespace {
 // destroyed after the interpreter is gone.
 struct ErrorClasses {
   PyObject* by_code[12] = {};
+  PyObject* queue_overflow = nullptr;      // MessageTooLargeError and BackpressureError
+  PyObject* piggypayload_too_large = nullptr;  // MessageTooLargeError and SerializationError
 };
 
 const ErrorClasses& classes() {
@@ -33,6 +35,8 @@ const ErrorClasses& classes() {
     // separate class); the message says which.
     set(ErrorCode::kClosed, errors.attr("ConnectionClosedError"));
     set(ErrorCode::kInvalidArgument, py::reinterpret_borrow<py::object>(PyExc_ValueError));
+    c->queue_overflow = py::object(errors.attr("QueueOverflowError")).release().ptr();
+    c->piggypayload_too_large = py::object(errors.attr("PiggypayloadTooLargeError")).release().ptr();
     return c;
   }();
   return *cached;
@@ -42,10 +46,22 @@ const ErrorClasses& classes() {
 
 py::handle error_class(ErrorCode code) { return classes().by_code[static_cast<int>(code)]; }
 
-py::object make_exception(const Error& error) { return error_class(error.code)(error.message); }
+py::handle error_class(ErrorCode code, const std::string& message) {
+  // Two MessageTooLarge failures that V0.1 reports as BackpressureError (a message over
+  // max_peer_queued_bytes, comm.cpp's "can never fit the send queue") and SerializationError
+  // (a piggypayload over max_metadata_bytes, the codec's "piggypayload ...") get a class that
+  // is both. The core has one code for them, so its message tells them apart.
+  if (code == ErrorCode::kMessageTooLarge) {
+    if (message.find("max_peer_queued_bytes") != std::string::npos) return classes().queue_overflow;
+    if (message.rfind("piggypayload", 0) == 0) return classes().piggypayload_too_large;
+  }
+  return error_class(code);
+}
+
+py::object make_exception(const Error& error) { return error_class(error.code, error.message)(error.message); }
 
 void raise_error(ErrorCode code, const std::string& message) {
-  PyErr_SetString(error_class(code).ptr(), message.c_str());
+  PyErr_SetString(error_class(code, message).ptr(), message.c_str());
   throw py::error_already_set();
 }
 
@@ -54,7 +70,7 @@ void register_error_translator() {
     try {
       if (p) std::rethrow_exception(p);
     } catch (const CommError& e) {
-      PyErr_SetString(error_class(e.code()).ptr(), e.what());
+      PyErr_SetString(error_class(e.code(), e.what()).ptr(), e.what());
     } catch (const std::out_of_range& e) {
       PyErr_SetString(PyExc_KeyError, e.what());
     }

@@ -17,6 +17,11 @@ namespace py = pybind11;
 // asyncio.CancelledError).
 py::handle error_class(ErrorCode code);
 
+// The class for an error with this message: error_class(code), or for two MessageTooLarge
+// failures a subclass that is also V0.1's class for them (QueueOverflowError,
+// PiggypayloadTooLargeError).
+py::handle error_class(ErrorCode code, const std::string& message);
+
 // An exception instance for a completed-with-error operation.
 py::object make_exception(const Error& error);
 

@@ -17,13 +17,15 @@ from .errors import (
     ConnectionFailedError,
     MessageTooLargeError,
     OperationTimeoutError,
+    PiggypayloadTooLargeError,
     ProtocolError,
+    QueueOverflowError,
     SerializationError,
     UnknownCodecError,
     UnsupportedPayloadError,
 )
 from .config import CommConfig, CommOptions, Peer, RuntimeConfig, load_runtime_config
-from .comm import Comm, ReceivedMessage, SendResult
+from .comm import Comm, Metadata, Object, ReceivedMessage, SendResult, TypeRegistry
 
 __version__ = "0.2.0"
 
@@ -36,13 +38,18 @@ __all__ = [
     "ConnectionClosedError",
     "ConnectionFailedError",
     "MessageTooLargeError",
+    "Metadata",
+    "Object",
     "OperationTimeoutError",
     "Peer",
+    "PiggypayloadTooLargeError",
     "ProtocolError",
+    "QueueOverflowError",
     "ReceivedMessage",
     "RuntimeConfig",
     "SendResult",
     "SerializationError",
+    "TypeRegistry",
     "UnknownCodecError",
     "UnsupportedPayloadError",
     "load_runtime_config",

@@ -17,13 +17,18 @@ import dataclasses
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterable, List, Optional, Tuple
+from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
 
 from . import _core
 from .config import CommConfig, CommOptions, Peer
 from .errors import ConnectionClosedError, OperationTimeoutError
 
-__all__ = ["Comm", "SendResult", "ReceivedMessage"]
+__all__ = ["Comm", "SendResult", "ReceivedMessage", "TypeRegistry", "Object", "Metadata"]
+
+# V0.1's names for the two halves of a message: the object (any value that can travel) and
+# its piggypayload metadata (None or a dict with str keys of MessagePack primitives).
+Object = Any
+Metadata = Optional[Dict[str, Any]]
 
 _DEFAULT_OPTIONS = CommOptions()
 # Latency: a sleeping asyncio loop costs a thread wake-up (tens of microseconds on a busy VM)
@@ -85,6 +90,64 @@ def _record_builder(cls: type) -> Callable[[dict], Any]:
     return build
 
 
+class TypeRegistry:
+    """The dataclasses and custom codecs a Comm can send and rebuild (``comm.registry``).
+    Each type_id is registered once (ValueError for a second time), as in V0.1."""
+
+    def __init__(self, core: Any) -> None:
+        self._core = core
+        self._encoders: Dict[type, tuple] = {}  # cls -> (kind, type_id, version, encode)
+        self._decoders: Dict[str, tuple] = {}  # type_id -> (kind, version, decode, cls)
+
+    def register_dataclass(self, cls: type, type_id: str, version: int = 1) -> None:
+        """Sends instances of dataclass cls as records (fields in order) and builds cls from
+        records with that type_id and version. The peer must register the same."""
+        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
+            raise TypeError(f"register_dataclass needs a dataclass type, got {cls!r}")
+        self._register(cls, type_id, version, "record", tuple(f.name for f in dataclasses.fields(cls)),
+                       _record_builder(cls))
+
+    def register_codec(
+        self,
+        cls: type,
+        type_id: str,
+        encoder: Callable[[Any], Any],
+        decoder: Callable[[Any], Any],
+        version: int = 1,
+    ) -> None:
+        """Sends instances of cls as encoder(obj) (any value that can travel), tagged with
+        type_id and version; decoder(value) rebuilds them on the receiving side."""
+        if isinstance(encoder, int) and not isinstance(encoder, bool) and callable(version):
+            # wcomm 0.2's positional order (cls, type_id, version, encoder, decoder).
+            encoder, decoder, version = decoder, version, encoder
+        if not isinstance(cls, type):
+            raise TypeError(f"register_codec needs a type, got {cls!r}")
+        if not callable(encoder) or not callable(decoder):
+            raise TypeError("register_codec needs callable encoder and decoder")
+        self._register(cls, type_id, version, "custom", encoder, decoder)
+
+    def __contains__(self, item: Any) -> bool:
+        """A registered type_id or class."""
+        return item in self._decoders or item in self._encoders
+
+    def type_ids(self) -> Tuple[str, ...]:
+        return tuple(self._decoders)
+
+    def _register(self, cls: type, type_id: str, version: int, kind: str, encode: Any, decode: Any) -> None:
+        if not isinstance(type_id, str) or not type_id:
+            raise ValueError(f"type_id must be a non-empty str, got {type_id!r}")
+        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**32:
+            raise ValueError(f"version must be an int in 0..2**32-1, got {version!r}")
+        if type_id in self._decoders:
+            raise ValueError(f"type_id {type_id!r} is already registered (for "
+                             f"{self._decoders[type_id][3].__qualname__}); register each type_id once")
+        if cls in self._encoders:
+            raise ValueError(f"{cls.__qualname__} is already registered as {self._encoders[cls][1]!r}")
+        self._core.register_type(kind, type_id, version)
+        self._encoders[cls] = (kind, type_id, version, encode)
+        self._decoders[type_id] = (kind, version, decode, cls)
+
+
 class Comm:
     """A node of a static peer directory exchanging tagged messages with its peers.
 
@@ -119,6 +182,14 @@ class Comm:
         for p in peers:
             if not isinstance(p, Peer):
                 raise TypeError(f"peers must hold Peer objects, got {type(p).__name__}")
+        for p in peers:
+            # Port 0 (an ephemeral port) only makes sense for the local listener.
+            if p.port == 0:
+                raise ValueError(f"peer {p.node_id!r} has port 0; a remote peer needs the port it listens on "
+                                 "(port 0, an ephemeral port, is for the local node only)")
+            if local.port != 0 and p.port == local.port and p.host == local.host:
+                raise ValueError(f"peer {p.node_id!r} has the same address as the local node {local.node_id!r} "
+                                 f"({p.host}:{p.port}); nodes on one host need distinct ports")
         config = CommConfig() if config is None else config
         if not isinstance(config, CommConfig):
             raise TypeError(f"config must be a CommConfig, got {type(config).__name__}")
@@ -127,16 +198,16 @@ class Comm:
         self = object.__new__(cls)
         self._loop = loop
         self._config = config
-        self._encoders: Dict[type, tuple] = {}
-        self._decoders: Dict[str, tuple] = {}
+        self._registry = TypeRegistry(None)
         self._core = _core.Comm(
             (local.node_id, local.host, local.port),
             [(p.node_id, p.host, p.port) for p in peers],
             bind_host if bind_host is not None else local.host,
             config._fields(),
-            self._encoders,
-            self._decoders,
+            self._registry._encoders,
+            self._registry._decoders,
         )
+        self._registry._core = self._core
         self._tensor_mode = _TENSOR_MODES[tensors]
         self._local = Peer(local.node_id, local.host, self._core.port)
         self._peers = {p.node_id: p for p in peers}
@@ -165,74 +236,64 @@ class Comm:
     def config(self) -> CommConfig:
         return self._config
 
-    def peer(self, name: str) -> Peer:
-        """The configured peer called name; KeyError for an unknown name or the local node."""
+    def peer(self, node_id: str) -> Peer:
+        """The configured peer called node_id: KeyError for an unknown name, ValueError for the
+        local node's own (as V0.1)."""
         try:
-            return self._peers[name]
+            return self._peers[node_id]
         except KeyError:
             known = ", ".join(self._peers) or "(none)"
-            what = "is this node itself, not a peer" if name == self._local.node_id else "is not a known peer"
-            raise KeyError(f"{name!r} {what} (peers: {known})") from None
+            if node_id == self._local.node_id:
+                raise ValueError(f"{node_id!r} is this node itself, not a peer (peers: {known})") from None
+            raise KeyError(f"{node_id!r} is not a known peer (peers: {known})") from None
 
-    def peers(self) -> List[Peer]:
-        return list(self._peers.values())
+    def peers(self) -> Tuple[Peer, ...]:
+        """Every configured peer, in configuration order."""
+        return tuple(self._peers.values())
+
+    @property
+    def registry(self) -> TypeRegistry:
+        """The registered dataclasses and custom codecs (register_dataclass / register_codec)."""
+        return self._registry
 
     # -- types -----------------------------------------------------------------------------
 
     def register_dataclass(self, cls: type, type_id: str, version: int = 1) -> None:
         """Sends instances of dataclass cls as records (fields in order) and builds cls from
-        records with that type_id and version. The peer must register the same."""
-        if not (isinstance(cls, type) and dataclasses.is_dataclass(cls)):
-            raise TypeError(f"register_dataclass needs a dataclass type, got {cls!r}")
-        self._register(cls, type_id, version, "record", tuple(f.name for f in dataclasses.fields(cls)),
-                       _record_builder(cls))
+        records with that type_id and version. The peer must register the same. ValueError
+        when type_id (or cls) is registered already."""
+        self._registry.register_dataclass(cls, type_id, version)
 
     def register_codec(
         self,
         cls: type,
         type_id: str,
-        version: int,
         encoder: Callable[[Any], Any],
         decoder: Callable[[Any], Any],
+        version: int = 1,
     ) -> None:
         """Sends instances of cls as encoder(obj) (any value that can travel), tagged with
-        type_id and version; decoder(value) rebuilds them on the receiving side."""
-        if not isinstance(cls, type):
-            raise TypeError(f"register_codec needs a type, got {cls!r}")
-        if not callable(encoder) or not callable(decoder):
-            raise TypeError("register_codec needs callable encoder and decoder")
-        self._register(cls, type_id, version, "custom", encoder, decoder)
-
-    def _register(self, cls: type, type_id: str, version: int, kind: str, encode: Any, decode: Any) -> None:
-        if not isinstance(type_id, str) or not type_id:
-            raise ValueError(f"type_id must be a non-empty str, got {type_id!r}")
-        if not isinstance(version, int) or isinstance(version, bool) or not 0 <= version < 2**32:
-            raise ValueError(f"version must be an int in 0..2**32-1, got {version!r}")
-        if type_id in self._decoders and self._decoders[type_id][3] is not cls:
-            raise ValueError(f"type_id {type_id!r} is already registered for {self._decoders[type_id][3].__qualname__}")
-        if cls in self._encoders and self._encoders[cls][1] != type_id:
-            raise ValueError(f"{cls.__qualname__} is already registered as {self._encoders[cls][1]!r}")
-        self._core.register_type(kind, type_id, version)
-        self._encoders[cls] = (kind, type_id, version, encode)
-        self._decoders[type_id] = (kind, version, decode, cls)
+        type_id and version; decoder(value) rebuilds them on the receiving side. ValueError
+        when type_id (or cls) is registered already."""
+        self._registry.register_codec(cls, type_id, encoder, decoder, version)
 
     # -- messages --------------------------------------------------------------------------
 
     async def send(
         self,
-        obj: Any,
-        peer: Peer,
-        piggypayload: Optional[dict] = None,
+        object: Object,  # noqa: A002 - V0.1's keyword name
+        dst: Peer,
+        piggypayload: Metadata = None,
         options: Optional[CommOptions] = None,
     ) -> SendResult:
-        """Sends obj (with optional piggypayload metadata) to peer on options.tag. Waits for
+        """Sends object (with optional piggypayload metadata) to dst on options.tag. Waits for
         queue capacity unless options.wait_for_capacity is False. Cancelling the awaiting task
         cancels the send: a queued message is removed; one already on the wire aborts its
         connection. Tensors and bytes are borrowed until this returns."""
         if self._closed:
             raise ConnectionClosedError("the Comm is closed")
         o = options or _DEFAULT_OPTIONS
-        op_id, keep, done = self._core.send(obj, peer.node_id, piggypayload, o.tag, o.timeout, o.wait_for_capacity,
+        op_id, keep, done = self._core.send(object, dst.node_id, piggypayload, o.tag, o.timeout, o.wait_for_capacity,
                                             0 if self._sends else _SEND_SPIN_US)
         if done is not None:
             return SendResult(*done)
@@ -245,15 +306,15 @@ class Comm:
             raise
         return SendResult(message_id, wire_bytes)
 
-    async def recv(self, peer: Peer, options: Optional[CommOptions] = None) -> Tuple[Any, Any]:
-        """The next message from peer on options.tag, as (object, piggypayload). A timeout or
+    async def recv(self, src: Peer, options: Optional[CommOptions] = None) -> Tuple[Object, Metadata]:
+        """The next message from src on options.tag, as (object, piggypayload). A timeout or
         cancellation loses nothing: a message arriving later goes to the next recv."""
-        got = await self._recv(peer, options)
+        got = await self._recv(src, options)
         return got[0], got[1]
 
-    async def recv_message(self, peer: Peer, options: Optional[CommOptions] = None) -> ReceivedMessage:
+    async def recv_message(self, src: Peer, options: Optional[CommOptions] = None) -> ReceivedMessage:
         """Like recv, with the frame's message_id and wire_bytes too."""
-        return ReceivedMessage(*(await self._recv(peer, options)))
+        return ReceivedMessage(*(await self._recv(src, options)))
 
     async def _recv(self, peer: Peer, options: Optional[CommOptions]) -> tuple:
         if self._closed:

@@ -76,10 +76,9 @@ _INT_FIELDS = (
     "max_peer_queued_bytes",
     "max_peer_unreceived_messages",
     "max_peer_unreceived_bytes",
-    "egress_quantum_bytes",
-    "egress_burst_bytes",
     "recv_busy_poll_us",
 )
+_EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
 
 
@@ -90,7 +89,12 @@ class CommConfig:
     The codec limits hold on both encode and decode; the per-peer send queue is bounded by
     max_peer_queued_messages and max_peer_queued_bytes; received but not yet recv()'d data is
     bounded by max_peer_unreceived_* (past them TCP pushes back on the sender). Unsafe pickle
-    is for trusted peers only. egress_rate_bytes_per_second=None means unlimited.
+    is for trusted peers only.
+
+    Egress pacing (V0.1's keys and rules; all three default to None, pacing off): a rate in
+    bytes per second needs egress_quantum_bytes, the size of each paced write; the token
+    bucket holds egress_burst_bytes (None: one quantum), at least one quantum. Unlike V0.1 the
+    rate holds per peer rather than for the whole node (docs/python.md).
     """
 
     max_message_bytes: int = 256 << 20
@@ -103,9 +107,9 @@ class CommConfig:
     max_peer_queued_bytes: int = 128 << 20
     allow_unsafe_pickle: bool = False
     tcp_nodelay: bool = True
-    egress_quantum_bytes: int = 1 << 20
-    egress_rate_bytes_per_second: Optional[float] = None
-    egress_burst_bytes: int = 1 << 20
+    egress_quantum_bytes: Optional[int] = None
+    egress_rate_bytes_per_second: Optional[int] = None
+    egress_burst_bytes: Optional[int] = None
     # wcomm additions (not in V0.1): the inbound bound and the dial retry window.
     max_peer_unreceived_messages: int = 4096
     max_peer_unreceived_bytes: int = 512 << 20
@@ -121,11 +125,16 @@ class CommConfig:
             value = getattr(self, name)
             if not isinstance(value, bool):
                 raise ValueError(f"CommConfig.{name} must be a bool, got {value!r}")
-        rate = self.egress_rate_bytes_per_second
-        if rate is not None and (not _is_number(rate) or not math.isfinite(rate) or rate <= 0):
-            raise ValueError(
-                f"CommConfig.egress_rate_bytes_per_second must be None (unlimited) or a positive number, got {rate!r}"
-            )
+        for name in _EGRESS_FIELDS:
+            # V0.1: None, or a positive integer (a rate may also be a whole float, e.g. 2.5e6).
+            value = getattr(self, name)
+            whole_float = (name == "egress_rate_bytes_per_second" and isinstance(value, float)
+                           and math.isfinite(value) and value == int(value))
+            if value is None:
+                continue
+            if not (_is_int(value) or whole_float) or not 1 <= value <= _U64_MAX:
+                raise ValueError(f"CommConfig.{name}: {name} must be positive when configured "
+                                 f"(None or a positive integer), got {value!r}")
         if not _is_number(self.connect_timeout_s):
             raise ValueError(f"CommConfig.connect_timeout_s must be a number of seconds, got {self.connect_timeout_s!r}")
         _core.validate_config(self._fields())  # the ranges; ValueError names the field

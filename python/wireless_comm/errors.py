@@ -2,7 +2,16 @@
 
 Every one derives from CommError. Those with an obvious builtin meaning also derive from it
 (OperationTimeoutError is a TimeoutError, the two connection errors are ConnectionErrors), so
-generic handlers keep working.
+generic handlers keep working. As in V0.1, UnsupportedPayloadError and UnknownCodecError are
+SerializationErrors.
+
+Two failures that V0.1 reports with another class than wcomm's precise one raise a class that
+is both, so code written for either catches them:
+
+- a message that can never fit the send queue (over max_peer_queued_bytes) raises
+  QueueOverflowError: a MessageTooLargeError and (as in V0.1) a BackpressureError;
+- a piggypayload over max_metadata_bytes raises PiggypayloadTooLargeError: a
+  MessageTooLargeError and (as in V0.1) a SerializationError.
 """
 
 from __future__ import annotations
@@ -14,7 +23,9 @@ __all__ = [
     "ConnectionFailedError",
     "MessageTooLargeError",
     "OperationTimeoutError",
+    "PiggypayloadTooLargeError",
     "ProtocolError",
+    "QueueOverflowError",
     "SerializationError",
     "UnknownCodecError",
     "UnsupportedPayloadError",
@@ -53,9 +64,19 @@ class SerializationError(CommError):
     """A value could not be encoded or decoded."""
 
 
-class UnknownCodecError(CommError):
+class UnknownCodecError(SerializationError):
     """A dataclass or custom codec type_id (or version) that is not registered."""
 
 
-class UnsupportedPayloadError(CommError):
+class UnsupportedPayloadError(SerializationError):
     """A value that cannot travel (the message says how to fix it)."""
+
+
+class QueueOverflowError(MessageTooLargeError, BackpressureError):
+    """A message larger than max_peer_queued_bytes: it can never fit the peer's send queue.
+    V0.1 raises BackpressureError here; this class is both."""
+
+
+class PiggypayloadTooLargeError(MessageTooLargeError, SerializationError):
+    """A piggypayload that packs to more than max_metadata_bytes. V0.1 raises
+    SerializationError here; this class is both."""

@@ -43,11 +43,14 @@ namespace {
 //   max_peer_unreceived_messages >= 1           a zero bound would never read the socket
 //   max_peer_unreceived_bytes    1 .. 2^48
 //   connect_timeout_s            finite, > 0
-//   egress_quantum_bytes         1 KiB .. 2^48  smaller quanta cost a syscall per few bytes
-//   egress_rate_bytes_per_second finite, >= 0   0 means unlimited
-//   egress_burst_bytes           >= egress_quantum_bytes when a rate is set, else unused:
-//                                               the bucket must hold one quantum or it never
-//                                               lets a write through
+//   egress_quantum_bytes         0 (null) or 1 .. 2^48      V0.1's rules: each egress key,
+//   egress_rate_bytes_per_second 0 (null) or a whole number  when set, is a positive integer;
+//                                >= 1                       a rate or a burst needs a quantum;
+//   egress_burst_bytes           0 (null) or quantum .. 2^48 the bucket must hold one quantum
+//                                               or it never lets a write through. A null burst
+//                                               is one quantum: the YAML loader and the Python
+//                                               bridge fill it in; a C++ caller that sets a rate
+//                                               sets the burst too (the pacer takes it as is)
 //   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
 //                                               far past any use
 // ---------------------------------------------------------------------------------------------
@@ -56,7 +59,6 @@ constexpr std::uint64_t kMaxByteLimit = 1ull << 48;
 constexpr std::uint64_t kMaxManifestBytes = std::numeric_limits<std::uint32_t>::max();
 constexpr std::uint64_t kMaxSegments = 1ull << 20;
 constexpr std::uint64_t kMaxContainerDepth = 4096;
-constexpr std::uint64_t kMinEgressQuantum = 1024;
 constexpr std::uint64_t kMaxBusyPollUs = 1'000'000;
 
 // The first unacceptable field of a CommConfig: its name and what is wrong with its value.
@@ -75,6 +77,40 @@ std::optional<ConfigProblem> check_range(const char* field, std::uint64_t value,
                                          std::uint64_t hi, const std::string& range_text) {
   if (value >= lo && value <= hi) return std::nullopt;
   return ConfigProblem{field, "must be " + range_text + ", got " + std::to_string(value)};
+}
+
+// The egress keys, checked as V0.1 checks them (its messages are kept inside ours, so scripts
+// that match them keep working). 0 stands for V0.1's null in every one of the three.
+std::optional<ConfigProblem> find_egress_problem(const CommConfig& c) {
+  const double rate = c.egress_rate_bytes_per_second;
+  if (!std::isfinite(rate) || rate < 0 || (rate > 0 && (rate < 1 || rate != std::floor(rate))))
+    return ConfigProblem{"egress_rate_bytes_per_second",
+                         "egress_rate_bytes_per_second must be positive when configured: a whole number of "
+                         "bytes per second >= 1 (0 or null = unlimited), got " + format_double(rate)};
+  if (c.egress_quantum_bytes > kMaxByteLimit)
+    return ConfigProblem{"egress_quantum_bytes", "must be at most 2^48 (" + std::to_string(kMaxByteLimit) +
+                                                     "), got " + std::to_string(c.egress_quantum_bytes)};
+  if (c.egress_burst_bytes > kMaxByteLimit)
+    return ConfigProblem{"egress_burst_bytes", "must be at most 2^48 (" + std::to_string(kMaxByteLimit) +
+                                                   "), got " + std::to_string(c.egress_burst_bytes)};
+  if (rate > 0 && c.egress_quantum_bytes == 0)
+    return ConfigProblem{"egress_rate_bytes_per_second",
+                         "egress pacing requires egress_quantum_bytes: set egress_quantum_bytes (e.g. 65536) "
+                         "or leave the rate null"};
+  if (c.egress_burst_bytes > 0 && c.egress_quantum_bytes == 0)
+    return ConfigProblem{"egress_burst_bytes",
+                         "egress burst requires egress_quantum_bytes: set egress_quantum_bytes (e.g. 65536) "
+                         "or leave the burst null"};
+  if (c.egress_burst_bytes > 0 && c.egress_burst_bytes < c.egress_quantum_bytes)
+    return ConfigProblem{"egress_burst_bytes", "egress burst must be at least one quantum (egress_quantum_bytes=" +
+                                                   std::to_string(c.egress_quantum_bytes) + "), got " +
+                                                   std::to_string(c.egress_burst_bytes)};
+  if (rate > 0 && c.egress_burst_bytes == 0)
+    return ConfigProblem{"egress_burst_bytes",
+                         "must be set (at least egress_quantum_bytes=" + std::to_string(c.egress_quantum_bytes) +
+                             ") when egress_rate_bytes_per_second is set; the YAML loader and the Python "
+                             "CommConfig read null as one quantum"};
+  return std::nullopt;
 }
 
 std::optional<ConfigProblem> find_problem(const CommConfig& c) {
@@ -120,20 +156,7 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!std::isfinite(c.connect_timeout_s) || c.connect_timeout_s <= 0)
     return ConfigProblem{"connect_timeout_s", "must be a finite number of seconds > 0, got " +
                                                   format_double(c.connect_timeout_s)};
-  if ((p = check_range("egress_quantum_bytes", c.egress_quantum_bytes, kMinEgressQuantum,
-                       kMaxByteLimit,
-                       "between 1 KiB (1024) and 2^48 (" + std::to_string(kMaxByteLimit) + ")")))
-    return p;
-  if (!std::isfinite(c.egress_rate_bytes_per_second) || c.egress_rate_bytes_per_second < 0)
-    return ConfigProblem{"egress_rate_bytes_per_second",
-                         "must be a finite number >= 0 (0 = unlimited), got " +
-                             format_double(c.egress_rate_bytes_per_second)};
-  if (c.egress_rate_bytes_per_second > 0 && c.egress_burst_bytes < c.egress_quantum_bytes)
-    return ConfigProblem{"egress_burst_bytes",
-                         "must be at least egress_quantum_bytes (" +
-                             std::to_string(c.egress_quantum_bytes) +
-                             ") when egress_rate_bytes_per_second is set, got " +
-                             std::to_string(c.egress_burst_bytes)};
+  if ((p = find_egress_problem(c))) return p;
   if ((p = check_range("recv_busy_poll_us", c.recv_busy_poll_us, 0, kMaxBusyPollUs,
                        "between 0 and 1000000 microseconds")))
     return p;
@@ -262,20 +285,31 @@ class Reader {
       fail_at(path, "expected a mapping with keys " + join(allowed) + ", got " + describe(node), node);
     std::vector<std::pair<std::string, YAML::Node>> out;
     std::set<std::string> seen;
+    std::set<std::string> unknown;  // sorted, as V0.1 lists them
+    YAML::Node first_unknown;
     for (const auto& item : node) {
       const std::string prefix = path.empty() ? "" : path + ".";
       if (!item.first.IsScalar())
         fail_at(path, "keys must be plain names, got " + describe(item.first), item.first);
       const std::string key = item.first.Scalar();
       if (std::find(allowed.begin(), allowed.end(), key) == allowed.end()) {
-        // A likely typo gets a did-you-mean; otherwise the whole list of what is allowed.
-        std::string hint = suggestion(key, allowed);
-        if (hint.empty())
-          hint = "; allowed keys" + (path.empty() ? std::string() : " in " + path) + ": " + join(allowed);
-        fail_at("", "unknown key '" + prefix + key + "'" + hint, item.first);
+        if (unknown.empty()) first_unknown = item.first;
+        unknown.insert(key);
+        continue;
       }
       if (!seen.insert(key).second) fail_at(prefix + key, "duplicate key", item.first);
       out.emplace_back(key, item.second);
+    }
+    if (!unknown.empty()) {
+      // V0.1's words ("unknown fields in comm: a, b"), then a did-you-mean for a likely typo,
+      // otherwise the whole list of what is allowed.
+      std::vector<std::string_view> names(unknown.begin(), unknown.end());
+      std::string hint = unknown.size() == 1 ? suggestion(*unknown.begin(), allowed) : "";
+      if (hint.empty())
+        hint = "; allowed keys" + (path.empty() ? std::string() : " in " + path) + ": " + join(allowed);
+      fail_at("", "unknown fields in " + (path.empty() ? std::string("configuration") : path) + ": " +
+                      join(names) + hint,
+              first_unknown);
     }
     return out;
   }
@@ -376,6 +410,24 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
   return peer;
 }
 
+// Two nodes cannot listen on one address: a peer at one of the local node's addresses would
+// have this node dial itself. (tcp port 0, an ephemeral local port, cannot clash.)
+void check_addresses(const Reader& r, const NodeConfig& config, const YAML::Node& peers_node) {
+  const std::vector<Address> local = config.local.endpoints();
+  for (std::size_t i = 0; i < config.peers.size(); ++i) {
+    const Peer& peer = config.peers[i];
+    for (const Address& address : peer.endpoints()) {
+      if (address.scheme == "tcp" && address.port == 0) continue;
+      if (std::find(local.begin(), local.end(), address) == local.end()) continue;
+      r.fail_at("peers[" + std::to_string(i) + "]",
+                "'" + peer.node_id + "' has the same address as the local node '" + config.local.node_id + "' (" +
+                    address.to_string() +
+                    "); nodes on one host need distinct ports, e.g. local-node-a.yaml's 9201 and 9202",
+                peers_node[i]);
+    }
+  }
+}
+
 // Every CommConfig field, by its exact C++ (and V0.1 Python) name.
 const std::vector<std::string_view>& comm_keys() {
   static const std::vector<std::string_view> keys = {
@@ -408,23 +460,37 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "max_peer_queued_bytes") integer_field = &c.max_peer_queued_bytes;
     else if (key == "max_peer_unreceived_messages") integer_field = &c.max_peer_unreceived_messages;
     else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
-    else if (key == "egress_quantum_bytes") integer_field = &c.egress_quantum_bytes;
-    else if (key == "egress_burst_bytes") integer_field = &c.egress_burst_bytes;
     else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
     } else if (key == "connect_timeout_s") {
       c.connect_timeout_s = r.number(value, field);
-    } else if (key == "egress_rate_bytes_per_second") {
-      // null (or an empty value) means unlimited, like the V0.1 default of None.
-      c.egress_rate_bytes_per_second = value.IsNull() ? 0.0 : r.number(value, field);
+    } else if (key == "egress_quantum_bytes" || key == "egress_burst_bytes" ||
+               key == "egress_rate_bytes_per_second") {
+      // V0.1's egress keys: null (or an empty value) is their default; a value must be a
+      // positive integer (a rate may be written as a whole float, e.g. 2.5e6). The struct
+      // holds null as 0, so an explicit 0 is refused here.
+      if (value.IsNull()) continue;
+      std::optional<double> number;
+      if (is_plain_scalar(value)) {
+        if (auto as_int = parse_unsigned(value.Scalar())) number = static_cast<double>(*as_int);
+        else if (key == "egress_rate_bytes_per_second") number = parse_number(value.Scalar());
+      }
+      if (!number || !(*number >= 1) || *number != std::floor(*number) || *number > 0x1p63)
+        r.fail_at(field, key + " must be positive when configured: expected a positive integer or null, got " +
+                             describe(value), value);
+      if (key == "egress_rate_bytes_per_second") c.egress_rate_bytes_per_second = *number;
+      else if (key == "egress_quantum_bytes") c.egress_quantum_bytes = static_cast<std::uint64_t>(*number);
+      else c.egress_burst_bytes = static_cast<std::uint64_t>(*number);
     } else if (key == "allow_unsafe_pickle") {
       c.allow_unsafe_pickle = r.boolean(value, field);
     } else if (key == "tcp_nodelay") {
       c.tcp_nodelay = r.boolean(value, field);
     }
   }
+  // V0.1: a null burst is one quantum.
+  if (c.egress_burst_bytes == 0) c.egress_burst_bytes = c.egress_quantum_bytes;
   return c;
 }
 
@@ -481,9 +547,10 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
       r.fail_at(path + ".node_id",
                 "'" + peer.node_id + "' is the local node's own node_id; list only remote peers", item);
     if (!ids.insert(peer.node_id).second)
-      r.fail_at(path + ".node_id", "duplicate peer node_id '" + peer.node_id + "'", item);
+      r.fail_at(path + ".node_id", "duplicate node_id '" + peer.node_id + "' (each peer is listed once)", item);
     config.peers.push_back(std::move(peer));
   }
+  check_addresses(r, config, peers_node);
 
   if (auto problem = find_problem(config.comm)) {
     const YAML::Mark* mark = nullptr;

@@ -1,8 +1,14 @@
 // `wcomm node`: the V0.1 node CLI. Sends, receives or echoes messages between the nodes of a
-// YAML config; one line per message on stdout, one line per failure on stderr.
+// YAML config; one line per message on stdout (V0.1's lines by default, wcomm's richer ones with
+// --format wcomm), one line per failure on stderr.
+//
+// Exit status: 0 done (or a serve-forever --count 0 stopped by Ctrl-C / SIGTERM), 1 the network
+// or the peer failed, 2 bad command line or config, 130 interrupted before the work was done.
+// (python -m wireless_comm.node follows V0.1 instead: 1 for every failure, 0 on Ctrl-C.)
 #include <pthread.h>
 
 #include <algorithm>
+#include <charconv>
 #include <chrono>
 #include <condition_variable>
 #include <csignal>
@@ -19,6 +25,7 @@
 
 #include "tools/commands.h"
 #include "tools/payload.h"
+#include "tools/v01_format.h"
 #include "wcomm/comm.h"
 
 namespace wcomm::tools {
@@ -42,8 +49,12 @@ struct ServeArgs {
   std::string src;
   std::uint32_t tag = 0;
   double timeout_s = 0;
-  std::uint64_t count = 1;  // 0: serve until SIGINT / SIGTERM
+  std::int64_t count = 1;  // 0: serve until SIGINT / SIGTERM
 };
+
+// What a line per message looks like: V0.1's ("received object=... piggypayload=...") so that
+// scripts grepping them keep working, or wcomm's (tag, message_id, wire_bytes too).
+enum class Format { kV01, kWcomm };
 
 int fail(int code, const std::string& message) {
   std::cerr << "wcomm node: " << message << std::endl;
@@ -54,14 +65,16 @@ int fail(int code, const std::string& message) {
 // inherit the mask, so this must exist before Comm::create starts the loop thread) and one
 // watcher thread sigwait()s for them. On a signal it closes the Comm, which fails the pending
 // send or recv with ClosedError and so wakes the main thread: no polling, and nothing runs
-// inside a signal handler.
+// inside a signal handler. Later signals (a second Ctrl-C) are taken and ignored, and the
+// mask stays in place to the end of the process, so none can kill it while it writes its
+// last lines.
 class SignalWatcher {
  public:
   SignalWatcher() {
     sigemptyset(&signals_);
     sigaddset(&signals_, SIGINT);
     sigaddset(&signals_, SIGTERM);
-    pthread_sigmask(SIG_BLOCK, &signals_, &old_mask_);
+    pthread_sigmask(SIG_BLOCK, &signals_, nullptr);
     thread_ = std::thread([this] { run(); });
   }
   ~SignalWatcher() {
@@ -69,9 +82,10 @@ class SignalWatcher {
       std::lock_guard lock(mu_);
       finishing_ = true;
     }
-    if (!interrupted()) pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait
+    pthread_kill(thread_.native_handle(), SIGTERM);  // wakes sigwait
     thread_.join();
-    pthread_sigmask(SIG_SETMASK, &old_mask_, nullptr);
+    // The mask is not restored: a signal still pending would then end the process with its
+    // default action, and the process is about to exit anyway.
   }
   SignalWatcher(const SignalWatcher&) = delete;
   SignalWatcher& operator=(const SignalWatcher&) = delete;
@@ -96,21 +110,23 @@ class SignalWatcher {
 
  private:
   void run() {
-    int signal = 0;
-    sigwait(&signals_, &signal);
-    std::shared_ptr<Comm> comm;
-    {
-      std::lock_guard lock(mu_);
-      if (finishing_) return;
-      interrupted_ = true;
-      comm = comm_.lock();
+    for (;;) {
+      int signal = 0;
+      sigwait(&signals_, &signal);
+      std::shared_ptr<Comm> comm;
+      {
+        std::lock_guard lock(mu_);
+        if (finishing_) return;
+        if (interrupted_) continue;  // a second Ctrl-C: already stopping
+        interrupted_ = true;
+        comm = comm_.lock();
+      }
+      cv_.notify_all();
+      if (comm) comm->close();
     }
-    cv_.notify_all();
-    if (comm) comm->close();
   }
 
   sigset_t signals_{};
-  sigset_t old_mask_{};
   mutable std::mutex mu_;
   std::condition_variable cv_;
   bool interrupted_ = false;
@@ -165,10 +181,14 @@ CommOptions options_for(std::uint32_t tag, double timeout_s, bool wait_for_capac
   return options;
 }
 
-void print_received(const Peer& from, std::uint32_t tag, const Received& got) {
-  std::cout << "received from " << from.node_id << " tag=" << tag << " message_id=" << got.message_id
-            << " wire_bytes=" << got.wire_bytes << " value=" << summarize(got.value)
-            << " piggypayload=" << summarize(got.piggypayload) << std::endl;
+void print_received(Format format, const Peer& from, std::uint32_t tag, const Received& got) {
+  if (format == Format::kV01)
+    std::cout << "received object=" << describe_v01(got.value) << " piggypayload=" << describe_v01(got.piggypayload)
+              << std::endl;
+  else
+    std::cout << "received from " << from.node_id << " tag=" << tag << " message_id=" << got.message_id
+              << " wire_bytes=" << got.wire_bytes << " value=" << summarize(got.value)
+              << " piggypayload=" << summarize(got.piggypayload) << std::endl;
 }
 
 // Exactly one payload option; the rest are usage errors caught before the Comm exists.
@@ -191,24 +211,29 @@ Value build_payload(const SendArgs& a, const CLI::App& send, const CommConfig& l
     throw UsageError("--tensor-shape: a " + std::string(dtype_name(dtype)) + " tensor of shape " + a.tensor_shape +
                      " is " + (nbytes ? std::to_string(*nbytes) + " bytes" : "too large") +
                      ", over this node's comm.max_message_bytes (" + std::to_string(limits.max_message_bytes) + ")");
-  return pattern_tensor(dtype, shape);
+  return arange_tensor(dtype, shape);
 }
 
-int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, SignalWatcher& signals) {
+int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, Format format, SignalWatcher& signals) {
   const Peer& dst = comm.peer(a.dst);
-  std::string summary = summarize(payload);
+  std::string summary = format == Format::kV01
+                            ? "object=" + describe_v01(payload) + " piggypayload=" + describe_v01(metadata)
+                            : summarize(payload);
   try {
     SendResult sent = comm.send(std::move(payload), dst, std::move(metadata),
                                 options_for(a.tag, a.timeout_s, !a.fail_fast)).get();
-    std::cout << "sent message_id=" << sent.message_id << " wire_bytes=" << sent.wire_bytes << " tag=" << a.tag
-              << " value=" << summary << std::endl;
+    if (format == Format::kV01)
+      std::cout << "sent " << summary << std::endl;
+    else
+      std::cout << "sent message_id=" << sent.message_id << " wire_bytes=" << sent.wire_bytes << " tag=" << a.tag
+                << " value=" << summary << std::endl;
   } catch (const CommError& e) {
     if (signals.interrupted()) return fail(kExitInterrupted, "interrupted");
     return comm_failure("send to", dst, e, a.timeout_s, /*connecting=*/true);
   }
   if (!a.expect_reply) return kExitOk;
   try {
-    print_received(dst, a.tag, comm.recv(dst, options_for(a.tag, a.timeout_s)).get());
+    print_received(format, dst, a.tag, comm.recv(dst, options_for(a.tag, a.timeout_s)).get());
   } catch (const CommError& e) {
     if (signals.interrupted()) return fail(kExitInterrupted, "interrupted");
     return comm_failure("waiting for the reply from", dst, e, a.timeout_s);
@@ -220,7 +245,7 @@ int run_send(Comm& comm, const SendArgs& a, Value payload, Value metadata, Signa
 // A server outlives its peers: a peer that disconnects (or, with count 0, breaks the protocol
 // or sends something undecodable) gets a note on stderr, and is served again when it
 // reconnects.
-int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals) {
+int run_serve(Comm& comm, const ServeArgs& a, bool echo, Format format, SignalWatcher& signals) {
   const Peer& src = comm.peer(a.src);
   const bool forever = a.count == 0;
   const std::string kRecvFrom = "recv from";
@@ -229,8 +254,9 @@ int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals)
   auto backoff = std::chrono::milliseconds(0);
   // Decides what a failure means: an exit code, or nullopt to keep serving.
   auto on_error = [&](const std::string& what, const CommError& e) -> std::optional<int> {
-    const int interrupted_code = forever ? kExitOk : kExitInterrupted;
-    if (signals.interrupted()) return interrupted_code;
+    // Stopped by a signal: a serve-forever server's normal end, else the work was cut short.
+    auto interrupted = [&] { return forever ? kExitOk : fail(kExitInterrupted, "interrupted"); };
+    if (signals.interrupted()) return interrupted();
     // Peers come and go: a disconnect is worth a note, never the end, even with a finite
     // --count (the next messages may come over the peer's next connection).
     const bool disconnected = e.code() == ErrorCode::kConnectionClosed;
@@ -244,11 +270,11 @@ int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals)
       std::cerr << "wcomm node: note: " << what << " " << src.node_id << " failed: " << error_code_name(e.code())
                 << ": " << e.what() << "; still serving" << std::endl;
     backoff = std::clamp(backoff * 2, std::chrono::milliseconds(50), std::chrono::milliseconds(1000));
-    if (signals.sleep_for(backoff)) return interrupted_code;
+    if (signals.sleep_for(backoff)) return interrupted();
     return std::nullopt;
   };
 
-  for (std::uint64_t done = 0; forever || done < a.count;) {
+  for (std::int64_t done = 0; forever || done < a.count;) {
     Received got;
     try {
       got = comm.recv(src, options_for(a.tag, a.timeout_s)).get();
@@ -257,14 +283,20 @@ int run_serve(Comm& comm, const ServeArgs& a, bool echo, SignalWatcher& signals)
       continue;
     }
     backoff = std::chrono::milliseconds(0);
-    print_received(src, a.tag, got);
+    print_received(format, src, a.tag, got);
     ++done;
     if (!echo) continue;
+    std::string echoed = format == Format::kV01 ? "echoed object=" + describe_v01(got.value) +
+                                                      " piggypayload=" + describe_v01(got.piggypayload)
+                                                : std::string();
     try {
       SendResult sent = comm.send(std::move(got.value), src, std::move(got.piggypayload),
                                   options_for(a.tag, a.timeout_s)).get();
-      std::cout << "echoed to " << src.node_id << " tag=" << a.tag << " message_id=" << sent.message_id
-                << " wire_bytes=" << sent.wire_bytes << std::endl;
+      if (format == Format::kV01)
+        std::cout << echoed << std::endl;
+      else
+        std::cout << "echoed to " << src.node_id << " tag=" << a.tag << " message_id=" << sent.message_id
+                  << " wire_bytes=" << sent.wire_bytes << std::endl;
     } catch (const CommError& e) {
       if (auto code = on_error("echo to", e)) return *code;
     }
@@ -286,7 +318,15 @@ void add_serve_options(CLI::App* command, ServeArgs& a) {
   command->add_option("--src", a.src, "the peer to receive from")->required();
   command->add_option("--tag", a.tag, "message tag (default 0)");
   command->add_option("--timeout", a.timeout_s, "seconds to wait for each message")->check(kSeconds);
-  command->add_option("--count", a.count, "messages to handle (default 1; 0: serve until Ctrl-C)");
+  command->add_option("--count", a.count, "messages to handle (default 1; 0: serve until Ctrl-C)")
+      ->check(CLI::Validator(
+          [](const std::string& text) -> std::string {
+            std::int64_t n = -1;
+            auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), n);
+            if (ec == std::errc() && end == text.data() + text.size() && n >= 0) return {};
+            return "--count: '" + text + "' is not a count; give 0 (serve until Ctrl-C) or a positive number";
+          },
+          "COUNT"));
 }
 
 int node_main(int argc, char** argv) {
@@ -300,6 +340,11 @@ int node_main(int argc, char** argv) {
   app.require_subcommand(1);
   std::string config_path;
   app.add_option("--config", config_path, "the node's YAML config (local, peers, comm)")->required();
+  std::string format_name = "v0.1";
+  app.add_option("--format", format_name,
+                 "output lines: v0.1 (default; 'received object=... piggypayload=...', as V0.1 prints) "
+                 "or wcomm (one line with tag, message_id and wire_bytes)")
+      ->check(CLI::IsMember({"v0.1", "wcomm"}));
 
   SendArgs send_args;
   CLI::App* send = app.add_subcommand("send", "send one message to a peer");
@@ -307,8 +352,10 @@ int node_main(int argc, char** argv) {
   send->add_option("--json", send_args.json, "payload: a JSON document (objects become dicts)");
   send->add_option("--text", send_args.text, "payload: a string");
   send->add_option("--file", send_args.file, "payload: the bytes of a file");
-  send->add_option("--tensor-shape", send_args.tensor_shape, "payload: a patterned tensor of this shape, e.g. 3,224,224");
-  send->add_option("--tensor-dtype", send_args.tensor_dtype, "the tensor's dtype (default float32)");
+  send->add_option("--tensor-shape", send_args.tensor_shape,
+                   "payload: torch.arange(numel) in this shape, e.g. 3,224,224");
+  send->add_option("--tensor-dtype", send_args.tensor_dtype,
+                   "the tensor's dtype (default float32; torch's names such as half or long too)");
   send->add_option("--metadata", send_args.metadata, "piggypayload: a JSON object");
   send->add_option("--tag", send_args.tag, "message tag (default 0)");
   send->add_option("--timeout", send_args.timeout_s, "seconds to wait for the send (and the reply)")
@@ -364,8 +411,9 @@ int node_main(int argc, char** argv) {
   }
   signals.watch(comm);
 
-  int code = send->parsed() ? run_send(*comm, send_args, std::move(payload), std::move(metadata), signals)
-                            : run_serve(*comm, serve_args, echo->parsed(), signals);
+  const Format format = format_name == "wcomm" ? Format::kWcomm : Format::kV01;
+  int code = send->parsed() ? run_send(*comm, send_args, std::move(payload), std::move(metadata), format, signals)
+                            : run_serve(*comm, serve_args, echo->parsed(), format, signals);
   comm->close();
   return code;
 }

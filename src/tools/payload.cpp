@@ -11,25 +11,40 @@
 namespace wcomm::tools {
 namespace {
 
-constexpr std::size_t kPatternModulus = 251;
-
 std::string in_quotes(std::string_view s) { return "'" + std::string(s) + "'"; }
 
-// Exact for the integers 0..250 the pattern uses: they need at most 8 significant bits, so
-// dropping float32's low mantissa bits loses nothing (no rounding needed).
+// float32 -> float16 bits, rounding to nearest even; past float16's range, infinity.
 std::uint16_t to_float16_bits(float f) {
-  if (f == 0.0f) return 0;
-  auto bits = std::bit_cast<std::uint32_t>(f);
-  auto exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
-  return static_cast<std::uint16_t>((exponent << 10) | ((bits >> 13) & 0x3ff));
+  const auto bits = std::bit_cast<std::uint32_t>(f);
+  const std::uint32_t sign = (bits >> 16) & 0x8000u;
+  const int exponent = static_cast<int>((bits >> 23) & 0xff) - 127 + 15;
+  std::uint32_t mantissa = bits & 0x7fffffu;
+  if (exponent >= 31) return static_cast<std::uint16_t>(sign | 0x7c00u);  // inf (no NaNs here)
+  if (exponent <= 0) {                                                       // subnormal or zero
+    if (exponent < -10) return static_cast<std::uint16_t>(sign);
+    mantissa |= 0x800000u;
+    const int shift = 14 - exponent;
+    std::uint32_t half = mantissa >> shift;
+    const std::uint32_t rest = mantissa & ((1u << shift) - 1), halfway = 1u << (shift - 1);
+    if (rest > halfway || (rest == halfway && (half & 1))) ++half;
+    return static_cast<std::uint16_t>(sign | half);
+  }
+  std::uint32_t half = (static_cast<std::uint32_t>(exponent) << 10) | (mantissa >> 13);
+  const std::uint32_t rest = mantissa & 0x1fffu;
+  if (rest > 0x1000u || (rest == 0x1000u && (half & 1))) ++half;  // may carry into inf: right
+  return static_cast<std::uint16_t>(sign | half);
 }
-std::uint16_t to_bfloat16_bits(float f) { return static_cast<std::uint16_t>(std::bit_cast<std::uint32_t>(f) >> 16); }
+// float32 -> bfloat16 bits, rounding to nearest even.
+std::uint16_t to_bfloat16_bits(float f) {
+  const auto bits = std::bit_cast<std::uint32_t>(f);
+  return static_cast<std::uint16_t>((bits + 0x7fffu + ((bits >> 16) & 1u)) >> 16);
+}
 
 template <class T, class Convert>
-void fill_pattern(const Tensor& tensor, Convert convert) {
+void fill_arange(const Tensor& tensor, Convert convert) {
   T* out = tensor.data_as<T>();
-  std::size_t n = tensor.numel();
-  for (std::size_t i = 0; i < n; ++i) out[i] = convert(static_cast<unsigned>(i % kPatternModulus));
+  const std::size_t n = tensor.numel();
+  for (std::size_t i = 0; i < n; ++i) out[i] = convert(static_cast<std::uint64_t>(i));
 }
 
 }  // namespace
@@ -106,25 +121,36 @@ Shape parse_shape(std::string_view option, std::string_view text) {
 }
 
 DType parse_dtype_option(std::string_view option, std::string_view text) {
-  if (auto dtype = parse_dtype(text)) return *dtype;
+  // torch's names too, as V0.1 takes the dtype from the torch module: torch.float32, half, ...
+  std::string_view name = text;
+  if (name.substr(0, 6) == "torch.") name.remove_prefix(6);
+  static constexpr std::pair<std::string_view, std::string_view> kAliases[] = {
+      {"half", "float16"}, {"float", "float32"}, {"double", "float64"},
+      {"short", "int16"},  {"int", "int32"},     {"long", "int64"}};
+  for (const auto& [alias, wire] : kAliases)
+    if (name == alias) name = wire;
+  if (auto dtype = parse_dtype(name)) return *dtype;
   throw UsageError(std::string(option) + ": unknown dtype " + in_quotes(text) +
-                   "; use one of uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64 bool");
+                   "; use one of uint8 int8 int16 int32 int64 float16 bfloat16 float32 float64 bool "
+                   "(or torch's half float double short int long)");
 }
 
-Tensor pattern_tensor(DType dtype, const Shape& shape) {
+Tensor arange_tensor(DType dtype, const Shape& shape) {
   if (!tensor_nbytes(dtype, shape)) throw UsageError("--tensor-shape: the tensor's size overflows");
   Tensor tensor = Tensor::empty(dtype, shape);
+  using U = std::uint64_t;
   switch (dtype) {
-    case DType::kUInt8: fill_pattern<std::uint8_t>(tensor, [](unsigned v) { return static_cast<std::uint8_t>(v); }); break;
-    case DType::kInt8: fill_pattern<std::int8_t>(tensor, [](unsigned v) { return static_cast<std::int8_t>(v); }); break;
-    case DType::kInt16: fill_pattern<std::int16_t>(tensor, [](unsigned v) { return static_cast<std::int16_t>(v); }); break;
-    case DType::kInt32: fill_pattern<std::int32_t>(tensor, [](unsigned v) { return static_cast<std::int32_t>(v); }); break;
-    case DType::kInt64: fill_pattern<std::int64_t>(tensor, [](unsigned v) { return static_cast<std::int64_t>(v); }); break;
-    case DType::kFloat16: fill_pattern<std::uint16_t>(tensor, [](unsigned v) { return to_float16_bits(static_cast<float>(v)); }); break;
-    case DType::kBFloat16: fill_pattern<std::uint16_t>(tensor, [](unsigned v) { return to_bfloat16_bits(static_cast<float>(v)); }); break;
-    case DType::kFloat32: fill_pattern<float>(tensor, [](unsigned v) { return static_cast<float>(v); }); break;
-    case DType::kFloat64: fill_pattern<double>(tensor, [](unsigned v) { return static_cast<double>(v); }); break;
-    case DType::kBool: fill_pattern<std::uint8_t>(tensor, [](unsigned v) { return static_cast<std::uint8_t>(v != 0); }); break;
+    // Integers wrap as torch.arange's do (uint8: i mod 256).
+    case DType::kUInt8: fill_arange<std::uint8_t>(tensor, [](U i) { return static_cast<std::uint8_t>(i); }); break;
+    case DType::kInt8: fill_arange<std::int8_t>(tensor, [](U i) { return static_cast<std::int8_t>(i); }); break;
+    case DType::kInt16: fill_arange<std::int16_t>(tensor, [](U i) { return static_cast<std::int16_t>(i); }); break;
+    case DType::kInt32: fill_arange<std::int32_t>(tensor, [](U i) { return static_cast<std::int32_t>(i); }); break;
+    case DType::kInt64: fill_arange<std::int64_t>(tensor, [](U i) { return static_cast<std::int64_t>(i); }); break;
+    case DType::kFloat16: fill_arange<std::uint16_t>(tensor, [](U i) { return to_float16_bits(static_cast<float>(i)); }); break;
+    case DType::kBFloat16: fill_arange<std::uint16_t>(tensor, [](U i) { return to_bfloat16_bits(static_cast<float>(i)); }); break;
+    case DType::kFloat32: fill_arange<float>(tensor, [](U i) { return static_cast<float>(i); }); break;
+    case DType::kFloat64: fill_arange<double>(tensor, [](U i) { return static_cast<double>(i); }); break;
+    case DType::kBool: fill_arange<std::uint8_t>(tensor, [](U i) { return static_cast<std::uint8_t>(i & 1); }); break;
   }
   return tensor;
 }

@@ -1,5 +1,5 @@
 // Building message payloads from command-line text: JSON -> Value, tensor shapes and the
-// deterministic pattern tensors `wcomm node send --tensor-shape` sends, files as Bytes.
+// arange tensors `wcomm node send --tensor-shape` sends (V0.1's values), files as Bytes.
 #pragma once
 
 #include <stdexcept>
@@ -34,13 +34,16 @@ Value parse_json_object_option(std::string_view option, const std::string& text)
 // "3,224,224" -> {3, 224, 224}; "" or "scalar" -> {} (a 0-d tensor). UsageError names `option`.
 Shape parse_shape(std::string_view option, std::string_view text);
 
-// The dtype named by `text` ("float32", ...); UsageError names `option` and lists the dtypes.
+// The dtype named by `text` ("float32", ..., or torch's names: "half", "float", "double",
+// "short", "int", "long", "torch.float32"); UsageError names `option` and lists the dtypes.
 DType parse_dtype_option(std::string_view option, std::string_view text);
 
-// A tensor whose element i holds (i mod 251) converted to dtype (wrapping for int8, != 0 for
-// bool), so a receiver can check every byte arrived where it belongs. 251 is prime, so the
-// pattern does not line up with power-of-two dimensions.
-Tensor pattern_tensor(DType dtype, const Shape& shape);
+// V0.1's generated tensor, torch.arange(numel, dtype).reshape(shape): element i holds i
+// converted to dtype (integers wrap, as torch's do; float16 and bfloat16 round to nearest,
+// where torch's own half-precision arange drifts past 2048 / 256 elements; bool, which
+// torch.arange refuses, alternates False, True), so a receiver can check where every element
+// landed.
+Tensor arange_tensor(DType dtype, const Shape& shape);
 
 // The whole file at path as Bytes; UsageError names `option` and the reason.
 Bytes read_file_bytes(std::string_view option, const std::string& path);

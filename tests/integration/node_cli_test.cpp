@@ -12,6 +12,7 @@
 #include <csignal>
 #include <cstring>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "process_util.h"
@@ -126,14 +127,30 @@ TEST_F(NodeCliTest, EchoRoundTrip) {
                            "send");
   ASSERT_FALSE(send.timed_out) << send.out << send.err;
   EXPECT_EQ(send.exit_code, 0) << send.out << send.err;
-  EXPECT_NE(send.out.find("sent message_id="), std::string::npos) << send.out;
-  EXPECT_NE(send.out.find("received from node-b tag=1"), std::string::npos) << send.out;
-  EXPECT_NE(send.out.find("hello"), std::string::npos) << send.out;
-  EXPECT_NE(send.out.find("wifi-test-1"), std::string::npos) << send.out;
+  // V0.1's lines, the default: Python's repr of the values.
+  const std::string line =
+      "object={'message': 'hello', 'n': [1, 2.5, True, None]} piggypayload={'trace_id': 'wifi-test-1'}";
+  EXPECT_EQ(send.out, "sent " + line + "\nreceived " + line + "\n");
 
   auto echo_code = echo.wait_for(kProcessDeadline);
   ASSERT_TRUE(echo_code.has_value()) << "echo did not exit\n" << echo.output();
   EXPECT_EQ(*echo_code, 0) << echo.output();
+  EXPECT_EQ(echo.out(), "received " + line + "\nechoed " + line + "\n") << echo.output();
+}
+
+TEST_F(NodeCliTest, WcommFormatRoundTrip) {
+  Process echo = Process::spawn(node(config_b_, {"--format", "wcomm", "echo", "--src", "node-a", "--tag", "1",
+                                                 "--count", "1", "--timeout", "20"}),
+                                dir_.path(), "echo");
+  ProcessResult send = run(node(config_a_, {"send", "--dst", "node-b", "--tag", "1", "--json",
+                                            R"({"message":"hello"})", "--expect-reply", "--timeout", "20",
+                                            "--format", "wcomm"}),
+                           "send");
+  EXPECT_EQ(send.exit_code, 0) << send.out << send.err;
+  EXPECT_NE(send.out.find("sent message_id="), std::string::npos) << send.out;
+  EXPECT_NE(send.out.find("received from node-b tag=1"), std::string::npos) << send.out;
+  EXPECT_NE(send.out.find("hello"), std::string::npos) << send.out;
+  EXPECT_EQ(echo.wait_for(kProcessDeadline), 0) << echo.output();
   EXPECT_NE(echo.out().find("received from node-a tag=1"), std::string::npos) << echo.output();
   EXPECT_NE(echo.out().find("echoed to node-a"), std::string::npos) << echo.output();
 }
@@ -145,13 +162,14 @@ TEST_F(NodeCliTest, TensorPayloadRoundTrip) {
                                             "float16", "--expect-reply", "--timeout", "20"}),
                            "send");
   EXPECT_EQ(send.exit_code, 0) << send.out << send.err;
-  EXPECT_NE(send.out.find("received from node-b"), std::string::npos) << send.out;
-  EXPECT_NE(send.out.find("float16"), std::string::npos) << send.out;
+  EXPECT_NE(send.out.find("received object=Tensor(shape=(3, 32, 32), dtype=torch.float16) piggypayload=None"),
+            std::string::npos)
+      << send.out;
   EXPECT_EQ(echo.wait_for(kProcessDeadline), 0) << echo.output();
 }
 
-// The CLI's --tensor-shape pattern, checked byte for byte by a Comm in this process acting as
-// node-b: element i holds (i mod 251) in the tensor's dtype.
+// The CLI's --tensor-shape tensor, checked by a Comm in this process acting as node-b: V0.1's
+// torch.arange(numel), element i holding i in the tensor's dtype (integers wrap).
 TEST_F(NodeCliTest, TensorPatternArrivesIntact) {
   auto node_b = Comm::create(load_node_config(config_b_));
   const Peer& a = node_b->peer("node-a");
@@ -159,8 +177,8 @@ TEST_F(NodeCliTest, TensorPatternArrivesIntact) {
     const char* dtype;
     DType expected;
   };
-  const Case cases[] = {{"float32", DType::kFloat32}, {"float16", DType::kFloat16}, {"bfloat16", DType::kBFloat16},
-                        {"int8", DType::kInt8}, {"bool", DType::kBool}};
+  const Case cases[] = {{"float32", DType::kFloat32}, {"half", DType::kFloat16}, {"bfloat16", DType::kBFloat16},
+                        {"int8", DType::kInt8}, {"bool", DType::kBool}, {"long", DType::kInt64}};
   std::uint32_t tag = 10;
   for (const Case& c : cases) {
     ++tag;
@@ -173,34 +191,38 @@ TEST_F(NodeCliTest, TensorPatternArrivesIntact) {
     const Tensor& t = got.value.as<Tensor>();
     EXPECT_EQ(t.dtype(), c.expected) << c.dtype;
     EXPECT_EQ(t.shape(), (Shape{2, 130})) << c.dtype;
-    // Elements 1, 2, 250 (the largest value), 251 (wrapped to 0) and 252.
+    // Elements 1, 2, 250, 255, 256 and 259 (past a uint8 / int8 wrap).
     switch (c.expected) {
       case DType::kFloat32:
         EXPECT_EQ(t.data_as<float>()[2], 2.0f);
         EXPECT_EQ(t.data_as<float>()[250], 250.0f);
-        EXPECT_EQ(t.data_as<float>()[251], 0.0f);
-        EXPECT_EQ(t.data_as<float>()[252], 1.0f);
+        EXPECT_EQ(t.data_as<float>()[259], 259.0f);
         break;
-      case DType::kFloat16:  // IEEE half bits: 1.0 = 0x3c00, 2.0 = 0x4000, 250.0 = 0x5bd0
+      case DType::kFloat16:  // IEEE half bits: 1.0 = 0x3c00, 2.0 = 0x4000, 250.0 = 0x5bd0, 259.0 = 0x5c0c
         EXPECT_EQ(t.data_as<std::uint16_t>()[1], 0x3c00);
         EXPECT_EQ(t.data_as<std::uint16_t>()[2], 0x4000);
         EXPECT_EQ(t.data_as<std::uint16_t>()[250], 0x5bd0);
-        EXPECT_EQ(t.data_as<std::uint16_t>()[251], 0x0000);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[259], 0x5c0c);
         break;
-      case DType::kBFloat16:  // the top half of float32: 1.0 = 0x3f80, 250.0 = 0x437a
+      case DType::kBFloat16:  // float32's top half, rounded: 1.0 = 0x3f80, 250.0 = 0x437a, 259 -> 260.0 = 0x4382
         EXPECT_EQ(t.data_as<std::uint16_t>()[1], 0x3f80);
         EXPECT_EQ(t.data_as<std::uint16_t>()[250], 0x437a);
-        EXPECT_EQ(t.data_as<std::uint16_t>()[251], 0x0000);
+        EXPECT_EQ(t.data_as<std::uint16_t>()[259], 0x4382);
         break;
-      case DType::kInt8:  // 250 wraps as a cast does
+      case DType::kInt8:  // wraps as torch.arange's int8 does
         EXPECT_EQ(t.data_as<std::int8_t>()[2], 2);
         EXPECT_EQ(t.data_as<std::int8_t>()[250], -6);
-        EXPECT_EQ(t.data_as<std::int8_t>()[252], 1);
+        EXPECT_EQ(t.data_as<std::int8_t>()[256], 0);
+        EXPECT_EQ(t.data_as<std::int8_t>()[259], 3);
         break;
-      case DType::kBool:
+      case DType::kInt64:
+        EXPECT_EQ(t.data_as<std::int64_t>()[259], 259);
+        break;
+      case DType::kBool:  // torch.arange has no bool; it alternates
         EXPECT_EQ(t.data_as<std::uint8_t>()[0], 0);
-        EXPECT_EQ(t.data_as<std::uint8_t>()[2], 1);
-        EXPECT_EQ(t.data_as<std::uint8_t>()[251], 0);
+        EXPECT_EQ(t.data_as<std::uint8_t>()[1], 1);
+        EXPECT_EQ(t.data_as<std::uint8_t>()[2], 0);
+        EXPECT_EQ(t.data_as<std::uint8_t>()[259], 1);
         break;
       default:
         break;
@@ -241,7 +263,8 @@ TEST_F(NodeCliTest, ServeForeverSurvivesReconnectsAndStopsOnSigint) {
                                               "--timeout", "20"}),
                              std::string("send-") + text);
     EXPECT_EQ(send.exit_code, 0) << send.out << send.err << echo.output();
-    EXPECT_NE(send.out.find(std::string("received from node-b tag=0")), std::string::npos) << send.out;
+    EXPECT_NE(send.out.find("received object='" + std::string(text) + "' piggypayload=None"), std::string::npos)
+        << send.out;
     EXPECT_NE(send.out.find(text), std::string::npos) << send.out;
   }
   ASSERT_TRUE(echo.running()) << echo.output();
@@ -313,6 +336,35 @@ TEST_F(NodeCliTest, ConfigMayFollowTheSubcommand) {
   ProcessResult r = run(argv, "config-after");
   EXPECT_EQ(r.exit_code, 2) << r.err;
   EXPECT_NE(r.err.find("--json"), std::string::npos) << r.err;
+}
+
+TEST_F(NodeCliTest, NegativeCountIsRefused) {
+  ProcessResult r = run(node(config_b_, {"recv", "--src", "node-a", "--count", "-1"}), "negative-count");
+  EXPECT_EQ(r.exit_code, 2) << r.err;
+  EXPECT_NE(r.err.find("--count"), std::string::npos) << r.err;
+}
+
+// A second Ctrl-C while the node stops is taken and ignored: the exit code is the documented
+// one, never death by the signal (which would show as 128 + SIGINT with no final lines).
+TEST_F(NodeCliTest, SecondSigintDoesNotKill) {
+  for (const char* count : {"0", "2"}) {
+    Process recv = Process::spawn(node(config_b_, {"recv", "--src", "node-a", "--count", count}), dir_.path(),
+                                  std::string("recv-") + count);
+    // Wait until it listens: the signals must reach the node, not a process still starting.
+    auto deadline = std::chrono::steady_clock::now() + kProcessDeadline;
+    int fd;
+    while ((fd = connect_loopback(port_b_)) < 0) {
+      ASSERT_LT(std::chrono::steady_clock::now(), deadline) << recv.output();
+      std::this_thread::sleep_for(20ms);
+    }
+    ::close(fd);
+    recv.signal(SIGINT);
+    recv.signal(SIGINT);
+    const bool forever = std::string(count) == "0";
+    EXPECT_EQ(recv.wait_for(kProcessDeadline), forever ? 0 : 130) << recv.output();
+    // 130 is also how a death by SIGINT reads: the node's own last line tells them apart.
+    if (!forever) EXPECT_NE(recv.output().find("wcomm node: interrupted"), std::string::npos) << recv.output();
+  }
 }
 
 TEST_F(NodeCliTest, MissingConfigExits2NamingTheFile) {

@@ -64,7 +64,13 @@ def test_comm_config_defaults_are_the_cores():
     (dict(max_segments=True), "max_segments"),
     (dict(allow_unsafe_pickle="yes"), "allow_unsafe_pickle"),
     (dict(tcp_nodelay=1), "tcp_nodelay"),
-    (dict(egress_quantum_bytes=10), "egress_quantum_bytes"),
+    (dict(egress_quantum_bytes=0), "egress_quantum_bytes"),
+    (dict(egress_quantum_bytes=4096.0), "egress_quantum_bytes"),
+    (dict(egress_burst_bytes=-1), "egress_burst_bytes"),
+    (dict(egress_rate_bytes_per_second=1e6), "egress pacing requires egress_quantum_bytes"),
+    (dict(egress_quantum_bytes=1024, egress_rate_bytes_per_second=1000.5), "egress_rate_bytes_per_second"),
+    (dict(egress_burst_bytes=4096), "egress burst requires egress_quantum_bytes"),
+    (dict(egress_quantum_bytes=4096, egress_burst_bytes=1024), "egress burst must be at least one quantum"),
     (dict(egress_rate_bytes_per_second=0), "egress_rate_bytes_per_second"),
     (dict(egress_rate_bytes_per_second=-1.0), "egress_rate_bytes_per_second"),
     (dict(egress_rate_bytes_per_second=float("inf")), "egress_rate_bytes_per_second"),
@@ -86,7 +92,10 @@ def test_comm_config_accepts_every_v01_field():
                    tcp_nodelay=False, egress_quantum_bytes=64 << 10, egress_rate_bytes_per_second=10e6,
                    egress_burst_bytes=256 << 10)
     assert c.egress_rate_bytes_per_second == 10e6
-    assert CommConfig().egress_rate_bytes_per_second is None  # unlimited
+    # V0.1's defaults: no pacing; a null burst is one quantum.
+    assert CommConfig().egress_rate_bytes_per_second is None
+    assert CommConfig().egress_quantum_bytes is None and CommConfig().egress_burst_bytes is None
+    CommConfig(egress_quantum_bytes=16, egress_rate_bytes_per_second=2_500_000, egress_burst_bytes=None)
 
 
 def test_load_runtime_config(tmp_path):
@@ -121,8 +130,8 @@ def test_peer_directory():
         assert [p.node_id for p in a.peers()] == ["node-b"]
         with pytest.raises(KeyError, match="node-x"):
             a.peer("node-x")
-        with pytest.raises(KeyError, match="itself"):
-            a.peer("node-a")  # the local node is not a peer
+        with pytest.raises(ValueError, match="itself"):
+            a.peer("node-a")  # the local node is not a peer (V0.1: ValueError)
         await a.close()
         await b.close()
     run(body())

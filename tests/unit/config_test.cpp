@@ -4,6 +4,7 @@
 
 #include <cmath>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
 #include <functional>
 #include <limits>
@@ -83,13 +84,38 @@ TEST(NodeConfigFiles, TwoNodePairLoads) {
 TEST(NodeConfigFiles, LocalPairLoads) {
   const NodeConfig a = load_node_config(kSourceDir + "/configs/local-node-a.yaml");
   const NodeConfig b = load_node_config(kSourceDir + "/configs/local-node-b.yaml");
-  EXPECT_EQ(a.local, (Peer{"node-a", "127.0.0.1", 19000}));
-  EXPECT_EQ(b.local, (Peer{"node-b", "127.0.0.1", 19001}));
+  // V0.1's example ports.
+  EXPECT_EQ(a.local, (Peer{"node-a", "127.0.0.1", 9201}));
+  EXPECT_EQ(b.local, (Peer{"node-b", "127.0.0.1", 9202}));
   EXPECT_EQ(a.bind_host, "127.0.0.1");
   ASSERT_EQ(a.peers.size(), 1u);
   ASSERT_EQ(b.peers.size(), 1u);
   EXPECT_EQ(a.peers[0], b.local);
   EXPECT_EQ(b.peers[0], a.local);
+}
+
+TEST(NodeConfigFiles, WifiPairLoads) {
+  const NodeConfig thor = load_node_config(kSourceDir + "/configs/agx-thor-wifi.yaml");
+  const NodeConfig orin = load_node_config(kSourceDir + "/configs/agx-orin-wifi.yaml");
+  EXPECT_EQ(thor.local.node_id, "agx-thor");
+  EXPECT_EQ(orin.local.node_id, "agx-orin");
+  ASSERT_EQ(thor.peers.size(), 1u);
+  ASSERT_EQ(orin.peers.size(), 1u);
+  EXPECT_EQ(thor.peers[0], orin.local);
+  EXPECT_EQ(orin.peers[0], thor.local);
+}
+
+// Every node config shipped in configs/ (the cluster topology is another schema) loads.
+// (tests/python/test_v01_dropin.py checks that they hold only keys V0.1 knows.)
+TEST(NodeConfigFiles, EveryShippedNodeConfigLoads) {
+  int loaded = 0;
+  for (const auto& entry : std::filesystem::directory_iterator(kSourceDir + "/configs")) {
+    const std::string name = entry.path().filename().string();
+    if (entry.path().extension() != ".yaml" || name.rfind("cluster-", 0) == 0) continue;
+    EXPECT_NO_THROW(load_node_config(entry.path().string())) << name;
+    ++loaded;
+  }
+  EXPECT_GE(loaded, 6);
 }
 
 TEST(NodeConfigFiles, MissingFileNamesThePath) {
@@ -130,6 +156,8 @@ TEST(ParseNodeConfig, MinimalDocumentKeepsDefaults) {
   EXPECT_EQ(c.comm.max_segments, d.max_segments);
   EXPECT_EQ(c.comm.max_peer_queued_messages, d.max_peer_queued_messages);
   EXPECT_EQ(c.comm.egress_rate_bytes_per_second, 0.0);
+  EXPECT_EQ(c.comm.egress_quantum_bytes, 0u);  // V0.1's null: no pacing
+  EXPECT_EQ(c.comm.egress_burst_bytes, 0u);
   EXPECT_TRUE(c.comm.tcp_nodelay);
   EXPECT_FALSE(c.comm.allow_unsafe_pickle);
 }
@@ -144,6 +172,12 @@ TEST(ParseNodeConfig, DefaultsAreTheV01Values) {
   EXPECT_EQ(d.max_container_nodes, 1'000'000u);
   EXPECT_EQ(d.max_peer_queued_messages, 1024u);
   EXPECT_EQ(d.max_peer_queued_bytes, 128u << 20);
+  EXPECT_FALSE(d.allow_unsafe_pickle);
+  EXPECT_TRUE(d.tcp_nodelay);
+  // egress_quantum_bytes, egress_rate_bytes_per_second and egress_burst_bytes: null (0).
+  EXPECT_EQ(d.egress_quantum_bytes, 0u);
+  EXPECT_EQ(d.egress_rate_bytes_per_second, 0.0);
+  EXPECT_EQ(d.egress_burst_bytes, 0u);
   EXPECT_NO_THROW(d.validate());
 }
 
@@ -183,7 +217,7 @@ TEST(ParseNodeConfig, EveryCommFieldIsReadByItsName) {
                                          "  allow_unsafe_pickle: true\n"
                                          "  tcp_nodelay: false\n"
                                          "  egress_quantum_bytes: 65536\n"
-                                         "  egress_rate_bytes_per_second: 1e6\n"
+                                         "  egress_rate_bytes_per_second: 1000000\n"
                                          "  egress_burst_bytes: 131072\n"
                                          "  recv_busy_poll_us: 0\n");
   const CommConfig& m = c.comm;
@@ -206,6 +240,30 @@ TEST(ParseNodeConfig, EveryCommFieldIsReadByItsName) {
   EXPECT_EQ(m.recv_busy_poll_us, 0u);
 }
 
+TEST(ParseNodeConfig, EgressKeysAcceptNullAsV01) {
+  for (const char* key : {"egress_quantum_bytes", "egress_burst_bytes", "egress_rate_bytes_per_second"}) {
+    for (const char* null : {"null", "~", ""}) {
+      const CommConfig c = parse_node_config(kLocal + kPeers + "comm:\n  " + key + ": " + null + "\n").comm;
+      EXPECT_EQ(c.egress_quantum_bytes, 0u) << key;
+      EXPECT_EQ(c.egress_burst_bytes, 0u) << key;
+      EXPECT_EQ(c.egress_rate_bytes_per_second, 0.0) << key;
+    }
+  }
+}
+
+TEST(ParseNodeConfig, EgressNullBurstIsOneQuantum) {
+  const CommConfig c = parse_node_config(kLocal + kPeers +
+                                         "comm:\n  egress_quantum_bytes: 16\n  egress_rate_bytes_per_second: 2500000\n"
+                                         "  egress_burst_bytes: null\n")
+                           .comm;
+  EXPECT_EQ(c.egress_quantum_bytes, 16u);  // V0.1's lower bound is 1 (its sweeps used 16)
+  EXPECT_EQ(c.egress_burst_bytes, 16u);
+  EXPECT_EQ(c.egress_rate_bytes_per_second, 2.5e6);
+  // A quantum alone (V0.1's round-robin scheduler without a rate) is accepted too.
+  EXPECT_EQ(parse_node_config(kLocal + kPeers + "comm:\n  egress_quantum_bytes: 65536\n").comm.egress_quantum_bytes,
+            65536u);
+}
+
 TEST(ParseNodeConfig, EgressRateAcceptsNullAndIntegers) {
   EXPECT_EQ(parse_node_config(kLocal + kPeers + "comm:\n  egress_rate_bytes_per_second: null\n")
                 .comm.egress_rate_bytes_per_second,
@@ -213,9 +271,14 @@ TEST(ParseNodeConfig, EgressRateAcceptsNullAndIntegers) {
   EXPECT_EQ(parse_node_config(kLocal + kPeers + "comm:\n  egress_rate_bytes_per_second: ~\n")
                 .comm.egress_rate_bytes_per_second,
             0.0);
-  EXPECT_EQ(parse_node_config(kLocal + kPeers + "comm:\n  egress_rate_bytes_per_second: 125000000\n")
+  const std::string quantum = "comm:\n  egress_quantum_bytes: 65536\n";
+  EXPECT_EQ(parse_node_config(kLocal + kPeers + quantum + "  egress_rate_bytes_per_second: 125000000\n")
                 .comm.egress_rate_bytes_per_second,
             125e6);
+  // A whole number written as a float is the same rate.
+  EXPECT_EQ(parse_node_config(kLocal + kPeers + quantum + "  egress_rate_bytes_per_second: 2500000.0\n")
+                .comm.egress_rate_bytes_per_second,
+            2.5e6);
   EXPECT_EQ(parse_node_config(kLocal + kPeers + "comm:\n  connect_timeout_s: 5\n").comm.connect_timeout_s,
             5.0);
 }
@@ -243,16 +306,21 @@ TEST(ParseNodeConfig, MissingRequiredKeys) {
              "peers[0]: missing required key 'port'");
 }
 
+// V0.1's words ("unknown fields in <where>: <sorted names>") stay in the message, so scripts
+// that match them keep working; a did-you-mean or the allowed keys follow.
 TEST(ParseNodeConfig, UnknownKeysAtEveryLevel) {
-  EXPECT_HAS(parse_error(kLocal + kPeers + "extra: 1\n"), "configs/x.yaml: unknown key 'extra'");
+  EXPECT_HAS(parse_error(kLocal + kPeers + "extra: 1\n"), "configs/x.yaml: unknown fields in configuration: extra");
   EXPECT_HAS(parse_error(kLocal + kPeers + "extra: 1\n"), "allowed keys: local, peers, comm");
   EXPECT_HAS(parse_error(kLocal + "  bind_hots: 0.0.0.0\n" + kPeers),
-             "unknown key 'local.bind_hots' (did you mean bind_host?)");
-  EXPECT_HAS(parse_error(kLocal + kPeers + "    bind_host: 0.0.0.0\n"),
-             "unknown key 'peers[0].bind_host'");
+             "unknown fields in local: bind_hots (did you mean bind_host?)");
+  EXPECT_HAS(parse_error(kLocal + kPeers + "    bind_host: 0.0.0.0\n"), "unknown fields in peers[0]: bind_host");
   EXPECT_HAS(comm_error("  max_segment: 16\n"),
-             "configs/x.yaml: unknown key 'comm.max_segment' (did you mean max_segments?)");
-  EXPECT_HAS(parse_error("lcoal:\n  node_id: a\n" + kPeers), "unknown key 'lcoal' (did you mean local?)");
+             "configs/x.yaml: unknown fields in comm: max_segment (did you mean max_segments?)");
+  EXPECT_HAS(parse_error("lcoal:\n  node_id: a\n" + kPeers),
+             "unknown fields in configuration: lcoal (did you mean local?)");
+  // Several at once: all of them, sorted, as V0.1 lists them.
+  EXPECT_HAS(comm_error("  zeta: 1\n  alpha: 2\n  max_segments: 4\n"),
+             "unknown fields in comm: alpha, zeta; allowed keys in comm: max_message_bytes");
 }
 
 TEST(ParseNodeConfig, DuplicateKeysAreRefused) {
@@ -275,7 +343,8 @@ TEST(ParseNodeConfig, WrongTypes) {
   EXPECT_HAS(comm_error("  connect_timeout_s: soon\n"), "comm.connect_timeout_s: expected a number, got 'soon'");
   EXPECT_HAS(comm_error("  connect_timeout_s: .inf\n"), "comm.connect_timeout_s: expected a number");
   EXPECT_HAS(comm_error("  egress_rate_bytes_per_second: fast\n"),
-             "comm.egress_rate_bytes_per_second: expected a number, got 'fast'");
+             "comm.egress_rate_bytes_per_second: egress_rate_bytes_per_second must be positive when configured: "
+             "expected a positive integer or null, got 'fast'");
   EXPECT_HAS(parse_error(kLocal + kPeers + "comm: [1, 2]\n"), "comm: expected a mapping");
   EXPECT_HAS(parse_error("local: node-a\n" + kPeers), "local: expected a mapping");
   EXPECT_HAS(parse_error(kLocal + "peers: {node_id: b}\n"), "peers: expected a list");
@@ -314,9 +383,49 @@ TEST(ParseNodeConfig, PortRanges) {
 
 TEST(ParseNodeConfig, PeerDirectoryConsistency) {
   EXPECT_HAS(parse_error(kLocal + kPeers + "  - {node_id: node-b, host: 192.0.2.12, port: 9000}\n"),
-             "peers[1].node_id: duplicate peer node_id 'node-b'");
+             "peers[1].node_id: duplicate node_id 'node-b'");
   EXPECT_HAS(parse_error(kLocal + "peers: [{node_id: node-a, host: 192.0.2.12, port: 9000}]\n"),
              "peers[0].node_id: 'node-a' is the local node's own node_id");
+}
+
+// Two nodes on one address: the node would dial itself. Port 0 (ephemeral) never clashes.
+TEST(ParseNodeConfig, PeerOnTheLocalAddressIsRefused) {
+  const std::string local = "local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n";
+  EXPECT_HAS(parse_error(local + "peers: [{node_id: node-b, host: 127.0.0.1, port: 9201}]\n"),
+             "configs/x.yaml: peers[0]: 'node-b' has the same address as the local node 'node-a' "
+             "(tcp://127.0.0.1:9201)");
+  EXPECT_HAS(parse_error("local: {node_id: node-a, address: 'unix:///tmp/a.sock'}\n"
+                         "peers: [{node_id: node-b, addresses: ['tcp://127.0.0.1:9202', 'unix:///tmp/a.sock']}]\n"),
+             "peers[0]: 'node-b' has the same address as the local node 'node-a' (unix:///tmp/a.sock)");
+  EXPECT_NO_THROW(parse_node_config(local + "peers: [{node_id: node-b, host: 127.0.0.1, port: 9202}]\n"));
+  EXPECT_NO_THROW(parse_node_config(local + "peers: [{node_id: node-b, host: 192.0.2.11, port: 9201}]\n"));
+  EXPECT_NO_THROW(parse_node_config("local: {node_id: a, host: 127.0.0.1, port: 0}\n"
+                                    "peers: [{node_id: b, host: 127.0.0.1, port: 9201}]\n"));
+}
+
+// V0.1's egress rules, with its messages inside ours.
+TEST(ParseNodeConfig, EgressAsV01ValidatesIt) {
+  EXPECT_HAS(comm_error("  egress_rate_bytes_per_second: 2500000\n"),
+             "configs/x.yaml: comm.egress_rate_bytes_per_second: egress pacing requires egress_quantum_bytes");
+  EXPECT_HAS(comm_error("  egress_burst_bytes: 65536\n"),
+             "comm.egress_burst_bytes: egress burst requires egress_quantum_bytes");
+  EXPECT_HAS(comm_error("  egress_quantum_bytes: 65536\n  egress_burst_bytes: 1024\n"),
+             "comm.egress_burst_bytes: egress burst must be at least one quantum (egress_quantum_bytes=65536), "
+             "got 1024");
+  for (const char* key : {"egress_quantum_bytes", "egress_burst_bytes", "egress_rate_bytes_per_second"}) {
+    for (const char* bad : {"0", "-5", "'7'", "[1]"})
+      EXPECT_HAS(comm_error(std::string("  ") + key + ": " + bad + "\n"),
+                 "comm." + std::string(key) + ": " + key + " must be positive when configured")
+          << key << " = " << bad;
+  }
+  // Integers only, as V0.1's scheduler checks them; a rate may be a whole float.
+  EXPECT_HAS(comm_error("  egress_quantum_bytes: 65536.0\n"), "egress_quantum_bytes must be positive when configured");
+  EXPECT_HAS(comm_error("  egress_quantum_bytes: 16\n  egress_rate_bytes_per_second: 0.5\n"),
+             "egress_rate_bytes_per_second must be positive when configured");
+  EXPECT_HAS(comm_error("  egress_quantum_bytes: 16\n  egress_rate_bytes_per_second: 1000.5\n"),
+             "egress_rate_bytes_per_second must be positive when configured");
+  EXPECT_HAS(comm_error("  egress_quantum_bytes: 16\n  egress_rate_bytes_per_second: .inf\n"),
+             "egress_rate_bytes_per_second must be positive when configured");
 }
 
 TEST(ParseNodeConfig, ErrorsCarryALineNumber) {
@@ -402,24 +511,46 @@ TEST(CommConfigValidate, Timeouts) {
 }
 
 TEST(CommConfigValidate, Egress) {
-  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_quantum_bytes = 1023; }),
-             "egress_quantum_bytes: must be between 1 KiB (1024) and 2^48");
-  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = -1; }),
-             "egress_rate_bytes_per_second: must be a finite number >= 0 (0 = unlimited), got -1");
-  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = std::nan(""); }),
-             "egress_rate_bytes_per_second: must be");
+  // 0 is V0.1's null for all three; a quantum of 1 byte is V0.1's lower bound.
+  CommConfig paced;
+  paced.egress_quantum_bytes = 1;
+  paced.egress_rate_bytes_per_second = 1;
+  paced.egress_burst_bytes = 1;
+  EXPECT_NO_THROW(paced.validate());
+  CommConfig quantum_only;
+  quantum_only.egress_quantum_bytes = 16;
+  EXPECT_NO_THROW(quantum_only.validate());
+
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = 1e6; }),
+             "CommConfig.egress_rate_bytes_per_second: egress pacing requires egress_quantum_bytes");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_burst_bytes = 4096; }),
+             "CommConfig.egress_burst_bytes: egress burst requires egress_quantum_bytes");
   EXPECT_HAS(validate_error([](CommConfig& c) {
-               c.egress_rate_bytes_per_second = 1e6;
-               c.egress_burst_bytes = c.egress_quantum_bytes - 1;
+               c.egress_quantum_bytes = 65536;
+               c.egress_burst_bytes = 65535;
              }),
-             "egress_burst_bytes: must be at least egress_quantum_bytes (1048576) when "
-             "egress_rate_bytes_per_second is set, got 1048575");
+             "egress_burst_bytes: egress burst must be at least one quantum (egress_quantum_bytes=65536), got 65535");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = -1; }),
+             "egress_rate_bytes_per_second: egress_rate_bytes_per_second must be positive when configured");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = 0.5; }),
+             "egress_rate_bytes_per_second must be positive when configured");
+  EXPECT_HAS(validate_error([](CommConfig& c) {
+               c.egress_quantum_bytes = 1024;
+               c.egress_rate_bytes_per_second = 1000.5;
+             }),
+             "egress_rate_bytes_per_second must be positive when configured");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_rate_bytes_per_second = std::nan(""); }),
+             "egress_rate_bytes_per_second: ");
+  EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_quantum_bytes = (1ull << 48) + 1; }),
+             "egress_quantum_bytes: must be at most 2^48");
+  // The pacer takes the burst as it is: a C++ caller that sets a rate sets the burst too.
+  EXPECT_HAS(validate_error([](CommConfig& c) {
+               c.egress_quantum_bytes = 1024;
+               c.egress_rate_bytes_per_second = 1e6;
+             }),
+             "egress_burst_bytes: must be set (at least egress_quantum_bytes=1024)");
   EXPECT_HAS(validate_error([](CommConfig& c) { c.recv_busy_poll_us = 1'000'001; }),
              "recv_busy_poll_us: must be between 0 and 1000000 microseconds, got 1000001");
-  // Without a rate the bucket is not used, so its size does not matter.
-  CommConfig unlimited;
-  unlimited.egress_burst_bytes = 0;
-  EXPECT_NO_THROW(unlimited.validate());
 }
 
 TEST(CommConfigValidate, ThrowsTheTypedError) {
