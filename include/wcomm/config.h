@@ -58,7 +58,7 @@ struct Peer {
   std::string host = {};
   std::uint16_t port = 0;
   std::vector<Address> addresses = {};
-  // addresses, or tcp://host:port when there are none.
+  // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
   friend bool operator==(const Peer&, const Peer&) = default;
 };

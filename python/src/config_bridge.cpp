@@ -73,12 +73,20 @@ py::dict config_to_dict(const CommConfig& config) {
   return out;
 }
 
+// (node_id, host, port[, addresses]): addresses are URL strings (wcomm/address.h).
 Peer peer_from_tuple(const py::handle& peer) {
   auto t = py::reinterpret_borrow<py::tuple>(peer);
-  return Peer{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::uint16_t>()};
+  Peer out{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::uint16_t>()};
+  if (t.size() > 3)
+    for (py::handle a : t[3]) out.addresses.push_back(Address::parse(a.cast<std::string>(), /*allow_port_zero=*/true));
+  return out;
 }
 
-py::tuple peer_to_tuple(const Peer& peer) { return py::make_tuple(peer.node_id, peer.host, peer.port); }
+py::tuple peer_to_tuple(const Peer& peer) {
+  py::list addresses;
+  for (const Address& a : peer.addresses) addresses.append(a.to_string());
+  return py::make_tuple(peer.node_id, peer.host, peer.port, py::tuple(addresses));
+}
 
 py::dict node_config_to_dict(const NodeConfig& config) {
   py::dict out;

@@ -34,6 +34,12 @@ class CoreComm {
 
   int fd() const { return queue_->fd(); }
   std::uint16_t port() const { return comm_->port(); }
+  // Every address listened on, as bound (URL strings).
+  py::tuple addresses() const {
+    py::list out;
+    for (const Address& a : comm_->addresses()) out.append(a.to_string());
+    return py::tuple(out);
+  }
 
   // Starts a send and waits up to spin_us (GIL released) for it to complete. Returns
   // (0, None, (message_id, wire_bytes)) if it did (or raises its error), else

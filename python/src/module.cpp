@@ -38,6 +38,8 @@ PYBIND11_MODULE(_core, m) {
           return node_config_to_dict(config);
         },
         py::arg("path"), "A YAML node config (V0.1 schema) as a dict; ValueError naming the bad key");
+  m.def("parse_address", [](const std::string& text) { return wcomm::Address::parse(text).to_string(); },
+        py::arg("text"), "The normal form of tcp://host:port, unix:///path or unix://@name; ValueError if bad");
   m.def("summarize",
         [](py::handle obj, std::size_t max_chars) {
           EncodeContext ctx;
@@ -51,6 +53,7 @@ PYBIND11_MODULE(_core, m) {
            py::arg("peers"), py::arg("bind_host"), py::arg("config"), py::arg("encoders"), py::arg("decoders"))
       .def("fd", &CoreComm::fd)
       .def_property_readonly("port", &CoreComm::port)
+      .def_property_readonly("addresses", &CoreComm::addresses)
       .def("send", &CoreComm::send, py::arg("obj"), py::arg("peer"), py::arg("piggypayload"), py::arg("tag"),
            py::arg("timeout"), py::arg("wait_for_capacity"), py::arg("spin_us"))
       .def("recv", &CoreComm::recv, py::arg("peer"), py::arg("tag"), py::arg("timeout"), py::arg("tensor_mode"),

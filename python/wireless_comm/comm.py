@@ -184,7 +184,7 @@ class Comm:
                 raise TypeError(f"peers must hold Peer objects, got {type(p).__name__}")
         for p in peers:
             # Port 0 (an ephemeral port) only makes sense for the local listener.
-            if p.port == 0:
+            if p.port == 0 and not p.addresses:
                 raise ValueError(f"peer {p.node_id!r} has port 0; a remote peer needs the port it listens on "
                                  "(port 0, an ephemeral port, is for the local node only)")
             if local.port != 0 and p.port == local.port and p.host == local.host:
@@ -200,8 +200,8 @@ class Comm:
         self._config = config
         self._registry = TypeRegistry(None)
         self._core = _core.Comm(
-            (local.node_id, local.host, local.port),
-            [(p.node_id, p.host, p.port) for p in peers],
+            (local.node_id, local.host, local.port, local.addresses),
+            [(p.node_id, p.host, p.port, p.addresses) for p in peers],
             bind_host if bind_host is not None else local.host,
             config._fields(),
             self._registry._encoders,
@@ -209,7 +209,8 @@ class Comm:
         )
         self._registry._core = self._core
         self._tensor_mode = _TENSOR_MODES[tensors]
-        self._local = Peer(local.node_id, local.host, self._core.port)
+        self._local = Peer(local.node_id, local.host, self._core.port,
+                           self._core.addresses if local.addresses else ())
         self._peers = {p.node_id: p for p in peers}
         self._sends: Dict[int, tuple] = {}  # op_id -> (future, objects the message borrows)
         self._recv_ops: Dict[int, Optional[_Waiter]] = {}  # op_id -> its waiter, None once abandoned

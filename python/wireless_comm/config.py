@@ -30,17 +30,27 @@ def _is_number(value: object) -> bool:
 
 @dataclass(frozen=True)
 class Peer:
-    """One node of the static peer directory: its name and the address it listens on."""
+    """One node of the static peer directory: its name and where it listens. V0.1 gives host
+    and port (TCP); `addresses` may list others or more, tried in order when dialing and all
+    listened on locally: "tcp://host:port", "unix:///path", "unix://@name"."""
 
     node_id: str
-    host: str
-    port: int
+    host: str = ""
+    port: int = 0
+    addresses: Tuple[str, ...] = ()
 
     def __post_init__(self) -> None:
         if not isinstance(self.node_id, str) or not self.node_id:
             raise ValueError(f"Peer.node_id must be a non-empty str, got {self.node_id!r}")
-        if not isinstance(self.host, str) or not self.host:
-            raise ValueError(f"Peer.host must be a non-empty str, got {self.host!r}")
+        if isinstance(self.addresses, str) or not isinstance(self.addresses, (tuple, list)):
+            raise ValueError(f"Peer.addresses must be a sequence of address strings, got {self.addresses!r}")
+        for a in self.addresses:
+            if not isinstance(a, str):
+                raise ValueError(f"Peer.addresses must hold strings, got {a!r}")
+        # The normal form, checked by the core (ValueError naming the bad address).
+        object.__setattr__(self, "addresses", tuple(_core.parse_address(a) for a in self.addresses))
+        if not isinstance(self.host, str) or (not self.host and not self.addresses):
+            raise ValueError(f"Peer.host must be a non-empty str (or give addresses), got {self.host!r}")
         if not _is_int(self.port) or not 0 <= self.port <= 65535:
             raise ValueError(f"Peer.port must be an int in 0..65535, got {self.port!r}")
 

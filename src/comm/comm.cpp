@@ -108,8 +108,10 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   auto impl = std::make_shared<Impl>(std::move(spec));
   for (const Peer& p : impl->spec.peers) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
-    if (p.addresses.empty() && (p.host.empty() || p.port == 0))
+    if (p.endpoints().empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
+    if (!p.host.empty() && p.port == 0)
+      throw InvalidArgumentError("peer '" + p.node_id + "' has port 0; a remote peer needs the port it listens on");
     if (p.node_id == impl->spec.local.node_id)
       throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
     if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)

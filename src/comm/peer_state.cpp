@@ -28,7 +28,9 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
     : impl_(impl),
       peer_(std::move(peer)),
-      pacer_(impl.spec.comm.egress_rate_bytes_per_second, impl.spec.comm.egress_burst_bytes) {
+      pacer_(impl.spec.comm.egress_rate_bytes_per_second,
+             // V0.1: a null (0) burst is one quantum.
+             impl.spec.comm.egress_burst_bytes ? impl.spec.comm.egress_burst_bytes : impl.spec.comm.egress_quantum_bytes) {
   endpoints_ = peer_.endpoints();
 }
 

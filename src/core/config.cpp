@@ -48,9 +48,8 @@ namespace {
 //                                >= 1                       a rate or a burst needs a quantum;
 //   egress_burst_bytes           0 (null) or quantum .. 2^48 the bucket must hold one quantum
 //                                               or it never lets a write through. A null burst
-//                                               is one quantum: the YAML loader and the Python
-//                                               bridge fill it in; a C++ caller that sets a rate
-//                                               sets the burst too (the pacer takes it as is)
+//                                               is one quantum (the loaders fill it in; the
+//                                               pacer reads a 0 burst so too)
 //   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
 //                                               far past any use
 // ---------------------------------------------------------------------------------------------
@@ -105,11 +104,6 @@ std::optional<ConfigProblem> find_egress_problem(const CommConfig& c) {
     return ConfigProblem{"egress_burst_bytes", "egress burst must be at least one quantum (egress_quantum_bytes=" +
                                                    std::to_string(c.egress_quantum_bytes) + "), got " +
                                                    std::to_string(c.egress_burst_bytes)};
-  if (rate > 0 && c.egress_burst_bytes == 0)
-    return ConfigProblem{"egress_burst_bytes",
-                         "must be set (at least egress_quantum_bytes=" + std::to_string(c.egress_quantum_bytes) +
-                             ") when egress_rate_bytes_per_second is set; the YAML loader and the Python "
-                             "CommConfig read null as one quantum"};
   return std::nullopt;
 }
 
@@ -405,8 +399,6 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
     r.fail_at(path, std::string("missing required key '") + (has_host ? "port" : "host") + "'", node);
   if (!has_host && !has_address)
     r.fail_at(path, "missing required keys 'host' and 'port' (or 'address' / 'addresses')", node);
-  // host + port beside addresses: the V0.1 address comes first.
-  if (has_host && has_address) peer.addresses.insert(peer.addresses.begin(), Address::tcp(peer.host, peer.port));
   return peer;
 }
 
@@ -562,8 +554,11 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
 }
 
 std::vector<Address> Peer::endpoints() const {
-  if (!addresses.empty()) return addresses;
-  return {Address::tcp(host, port)};
+  std::vector<Address> out;
+  if (!host.empty()) out.push_back(Address::tcp(host, port));  // V0.1's address first
+  for (const Address& a : addresses)
+    if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
+  return out;
 }
 
 NodeConfig load_node_config(const std::string& path) {

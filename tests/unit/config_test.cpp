@@ -543,12 +543,11 @@ TEST(CommConfigValidate, Egress) {
              "egress_rate_bytes_per_second: ");
   EXPECT_HAS(validate_error([](CommConfig& c) { c.egress_quantum_bytes = (1ull << 48) + 1; }),
              "egress_quantum_bytes: must be at most 2^48");
-  // The pacer takes the burst as it is: a C++ caller that sets a rate sets the burst too.
-  EXPECT_HAS(validate_error([](CommConfig& c) {
-               c.egress_quantum_bytes = 1024;
-               c.egress_rate_bytes_per_second = 1e6;
-             }),
-             "egress_burst_bytes: must be set (at least egress_quantum_bytes=1024)");
+  // A rate with a quantum and no burst is fine: the burst is one quantum, as in V0.1.
+  CommConfig rate_without_burst;
+  rate_without_burst.egress_quantum_bytes = 1024;
+  rate_without_burst.egress_rate_bytes_per_second = 1e6;
+  EXPECT_NO_THROW(rate_without_burst.validate());
   EXPECT_HAS(validate_error([](CommConfig& c) { c.recv_busy_poll_us = 1'000'001; }),
              "recv_busy_poll_us: must be between 0 and 1000000 microseconds, got 1000001");
 }
