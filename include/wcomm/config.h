@@ -60,6 +60,7 @@ struct Peer {
   std::vector<Address> addresses = {};
   // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
+  std::string endpoints_text() const;  // "tcp://192.0.2.11:9000, unix:///tmp/b.sock"
   friend bool operator==(const Peer&, const Peer&) = default;
 };
 

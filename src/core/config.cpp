@@ -561,6 +561,12 @@ std::vector<Address> Peer::endpoints() const {
   return out;
 }
 
+std::string Peer::endpoints_text() const {
+  std::string out;
+  for (const Address& a : endpoints()) out += (out.empty() ? "" : ", ") + a.to_string();
+  return out;
+}
+
 NodeConfig load_node_config(const std::string& path) {
   std::error_code ec;
   if (!std::filesystem::exists(path, ec))

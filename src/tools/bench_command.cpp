@@ -133,8 +133,9 @@ int run_bench(int argc, char** argv) {
     nlohmann::json report;
     if (responder->parsed()) {
       if (progress)
-        progress("responder " + config.local.node_id + " listening on " + config.bind_host + ":" +
-                 std::to_string(comm->port()));
+        progress("responder " + config.local.node_id + " listening on " +
+                 (config.local.addresses.empty() ? config.bind_host + ":" + std::to_string(comm->port())
+                                                 : comm->local().endpoints_text()));
       bench::ResponderOptions options;
       if (wait_timeout) options.first_request_timeout = Seconds(*wait_timeout);
       options.operation_timeout = Seconds(common.operation_timeout);

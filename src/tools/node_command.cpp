@@ -163,7 +163,7 @@ std::string format_seconds(double s) {
 // about the peer's address helps.
 int comm_failure(const std::string& what, const Peer& peer, const CommError& e, double timeout_s,
                  bool connecting = false) {
-  std::string where = peer.node_id + " (" + peer.host + ":" + std::to_string(peer.port) + ")";
+  std::string where = peer.node_id + " (" + peer.endpoints_text() + ")";
   switch (e.code()) {
     case ErrorCode::kOperationTimeout:  // e.what() would only repeat this
       return fail(kExitCommError, what + " " + where + " timed out after " + format_seconds(timeout_s) + " s" +
@@ -405,9 +405,7 @@ int node_main(int argc, char** argv) {
   } catch (const InvalidArgumentError& e) {
     return fail(kExitUsage, std::string("--config: ") + e.what());
   } catch (const CommError& e) {
-    return fail(kExitCommError, "cannot start " + config.local.node_id + " on " +
-                                    (config.bind_host.empty() ? config.local.host : config.bind_host) + ":" +
-                                    std::to_string(config.local.port) + ": " + e.what());
+    return fail(kExitCommError, "cannot start " + config.local.node_id + ": " + e.what());
   }
   signals.watch(comm);
 
