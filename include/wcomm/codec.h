@@ -21,7 +21,9 @@ namespace wcomm {
 inline constexpr std::size_t kHeaderSize = 36;
 inline constexpr std::uint16_t kProtocolVersion = 1;
 
-enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16 };
+// kHeartbeat is a wcomm extension, sent only to peers whose HELLO / HELLO_ACK listed the
+// "heartbeat" feature (docs/wire-format.md); a V0.1 peer never sees it.
+enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32 };
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
@@ -97,7 +99,7 @@ struct DecodedData {
 Result<DecodedData> decode_data_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
                                          const CodecOptions& options = {});
 
-// The control map of HELLO / HELLO_ACK (and CLOSE, whose map may be empty).
+// The control map of HELLO / HELLO_ACK (and CLOSE or HEARTBEAT, whose map may be empty).
 struct Control {
   std::string node_id;
   std::string connection_id;          // 32 lowercase hex chars

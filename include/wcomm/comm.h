@@ -5,6 +5,7 @@
 
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <optional>
 #include <string>
@@ -41,6 +42,15 @@ struct Received {
   std::uint64_t wire_bytes = 0;
 };
 
+// What happened to a peer's session (Comm::on_peer_event).
+struct PeerEvent {
+  enum class Kind { kUp, kDown, kRestarted };
+  std::string node_id;
+  Kind kind = Kind::kUp;
+  std::string reason;  // why it went down or restarted ("" for up)
+};
+const char* peer_event_name(PeerEvent::Kind kind);  // "up", "down", "restarted"
+
 // Everything Comm::create needs: local node, peers, bind host, CommConfig (config.h).
 using CommSpec = NodeConfig;
 
@@ -59,6 +69,9 @@ struct CommStats {
   // docs/thread-model.md), not by the loop thread. Included in messages_received.
   std::uint64_t messages_read_by_receivers = 0;
   std::uint64_t messages_read_busy_polling = 0;  // of those, read while busy polling
+  // Errors no operation could be told of (a refused frame while nothing waited, when an
+  // earlier such error was still unreported); each is also logged.
+  std::uint64_t errors_without_waiter = 0;
 };
 
 // Thread-safe. Every operation returns a Future; its callbacks run on the Comm's loop thread
@@ -105,6 +118,12 @@ class Comm {
   void set_allocator(BufferAllocator allocator);
 
   CommStats stats() const;
+
+  // Calls handler on the loop thread whenever a peer's session comes up (its first
+  // connection is established), goes down (its last connection ended; the reason says why),
+  // or the peer restarted (a wcomm peer came back as a new incarnation: what was in flight
+  // with the old one failed with PeerRestartedError). One handler; set it before traffic.
+  void on_peer_event(std::function<void(const PeerEvent&)> handler);
 
   // Fails every pending operation with ClosedError, sends CLOSE on open connections, stops
   // the loop. Idempotent; must not be called from a callback on the loop thread.

@@ -45,6 +45,16 @@ struct CommConfig {
   // within the window costs no sleep and wake-up (several microseconds each way on a virtual
   // machine); the price is up to this much CPU per recv that has to wait. 0 sleeps at once.
   std::uint64_t recv_busy_poll_us = 20;
+  // Sessions (wcomm; V0.1 has none of these). A connection to a wcomm peer that has carried
+  // nothing for heartbeat_interval_s carries a heartbeat; a peer heard nothing from for three
+  // intervals is declared dead and its connection failed (0: no heartbeats; a V0.1 peer gets
+  // none). The accepting side closes a connection whose HELLO has not come within
+  // handshake_timeout_s. After a connection fails, redials back off from
+  // reconnect_backoff_initial_s, doubling (with jitter) up to reconnect_backoff_max_s.
+  double heartbeat_interval_s = 2.0;
+  double handshake_timeout_s = 10.0;
+  double reconnect_backoff_initial_s = 0.01;
+  double reconnect_backoff_max_s = 0.5;
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;

@@ -22,6 +22,7 @@ enum class ErrorCode {
   kCancelled,           // the caller cancelled the operation
   kClosed,              // the Comm was closed
   kInvalidArgument,     // bad input to an API call or a bad configuration value
+  kPeerRestarted,       // the peer restarted (a new incarnation): what was in flight with the old one is gone
 };
 
 const char* error_code_name(ErrorCode code);
@@ -46,6 +47,9 @@ class CommError : public std::runtime_error {
   class Name : public CommError {                                                        \
    public:                                                                               \
     explicit Name(const std::string& message) : CommError(ErrorCode::Code, message) {} \
+                                                                                         \
+   protected:                                                                            \
+    Name(ErrorCode code, const std::string& message) : CommError(code, message) {}      \
   };
 WCOMM_DECLARE_ERROR(BackpressureError, kBackpressure)
 WCOMM_DECLARE_ERROR(ConnectionClosedError, kConnectionClosed)
@@ -60,6 +64,14 @@ WCOMM_DECLARE_ERROR(CancelledError, kCancelled)
 WCOMM_DECLARE_ERROR(ClosedError, kClosed)
 WCOMM_DECLARE_ERROR(InvalidArgumentError, kInvalidArgument)
 #undef WCOMM_DECLARE_ERROR
+
+// A ConnectionClosedError (code that catches those keeps working) that says why: the peer
+// restarted, so what was in flight with its old incarnation will never complete.
+class PeerRestartedError : public ConnectionClosedError {
+ public:
+  explicit PeerRestartedError(const std::string& message)
+      : ConnectionClosedError(ErrorCode::kPeerRestarted, message) {}
+};
 
 // Throws the typed exception that matches error.code.
 [[noreturn]] void throw_error(const Error& error);

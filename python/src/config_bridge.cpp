@@ -28,6 +28,10 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("egress_rate_bytes_per_second", c.egress_rate_bytes_per_second);
   fn("egress_burst_bytes", c.egress_burst_bytes);
   fn("recv_busy_poll_us", c.recv_busy_poll_us);
+  fn("heartbeat_interval_s", c.heartbeat_interval_s);
+  fn("handshake_timeout_s", c.handshake_timeout_s);
+  fn("reconnect_backoff_initial_s", c.reconnect_backoff_initial_s);
+  fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
 }
 
 }  // namespace

@@ -191,6 +191,7 @@ py::dict CoreComm::stats() const {
   out["connections_rejected"] = s.connections_rejected;
   out["messages_read_by_receivers"] = s.messages_read_by_receivers;
   out["messages_read_busy_polling"] = s.messages_read_busy_polling;
+  out["errors_without_waiter"] = s.errors_without_waiter;
   return out;
 }
 

@@ -125,6 +125,11 @@ class CommConfig:
     max_peer_unreceived_bytes: int = 512 << 20
     connect_timeout_s: float = 30.0
     recv_busy_poll_us: int = 20
+    # wcomm sessions: heartbeats (0: off), the accepting side's handshake limit, redial backoff.
+    heartbeat_interval_s: float = 2.0
+    handshake_timeout_s: float = 10.0
+    reconnect_backoff_initial_s: float = 0.01
+    reconnect_backoff_max_s: float = 0.5
 
     def __post_init__(self) -> None:
         for name in _INT_FIELDS:
@@ -145,8 +150,10 @@ class CommConfig:
             if not (_is_int(value) or whole_float) or not 1 <= value <= _U64_MAX:
                 raise ValueError(f"CommConfig.{name}: {name} must be positive when configured "
                                  f"(None or a positive integer), got {value!r}")
-        if not _is_number(self.connect_timeout_s):
-            raise ValueError(f"CommConfig.connect_timeout_s must be a number of seconds, got {self.connect_timeout_s!r}")
+        for name in ("connect_timeout_s", "heartbeat_interval_s", "handshake_timeout_s",
+                     "reconnect_backoff_initial_s", "reconnect_backoff_max_s"):
+            if not _is_number(getattr(self, name)):
+                raise ValueError(f"CommConfig.{name} must be a number of seconds, got {getattr(self, name)!r}")
         _core.validate_config(self._fields())  # the ranges; ValueError names the field
 
     def _fields(self) -> dict:

@@ -20,6 +20,7 @@ __all__ = [
     "CommError",
     "BackpressureError",
     "ConnectionClosedError",
+    "PeerRestartedError",
     "ConnectionFailedError",
     "MessageTooLargeError",
     "OperationTimeoutError",
@@ -42,6 +43,11 @@ class BackpressureError(CommError):
 
 class ConnectionClosedError(CommError, ConnectionError):
     """The connection (or the Comm itself) closed while the operation waited on it."""
+
+
+class PeerRestartedError(ConnectionClosedError):
+    """The peer restarted (wcomm peers only): what was in flight with its old incarnation is
+    gone. A ConnectionClosedError, so V0.1 code that catches those keeps working."""
 
 
 class ConnectionFailedError(CommError, ConnectionError):

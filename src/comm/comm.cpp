@@ -50,7 +50,7 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
 void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
   handshaking.insert(connection);
-  const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.connect_timeout_s));
+  const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.handshake_timeout_s));
   connection->handshake_as_acceptor(deadline, [this, connection](std::optional<Error> error) {
     handshaking.erase(connection);
     if (error) {
@@ -307,13 +307,36 @@ void Comm::set_allocator(BufferAllocator allocator) {
   impl_->allocator = std::move(allocator);
 }
 
+const char* peer_event_name(PeerEvent::Kind kind) {
+  switch (kind) {
+    case PeerEvent::Kind::kUp: return "up";
+    case PeerEvent::Kind::kDown: return "down";
+    case PeerEvent::Kind::kRestarted: return "restarted";
+  }
+  return "?";
+}
+
+void Comm::on_peer_event(std::function<void(const PeerEvent&)> handler) {
+  if (impl_->thread.get_id() == std::this_thread::get_id()) {  // from a callback
+    impl_->peer_event_handler = std::move(handler);
+    return;
+  }
+  std::promise<void> set;
+  if (!impl_->post([this, &set, handler = std::move(handler)]() mutable {
+        impl_->peer_event_handler = std::move(handler);
+        set.set_value();
+      }))
+    return;
+  set.get_future().wait();
+}
+
 CommStats Comm::stats() const {
   const auto& s = impl_->stats;
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
   return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
           get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
           get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
-          get(s.messages_read_busy_polling)};
+          get(s.messages_read_busy_polling), get(s.errors_without_waiter)};
 }
 
 }  // namespace wcomm

@@ -35,6 +35,8 @@ class Connection;
 using Clock = std::chrono::steady_clock;
 
 // A message on its way out: queued, being written, or done.
+std::string new_connection_id();
+
 struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
   enum class State { kWaitingForCapacity, kQueued, kActive, kDone };
   std::uint64_t id = 0;
@@ -101,13 +103,17 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool used() const { return used_.load(std::memory_order_relaxed); }
   // Any thread, under PeerState's inline mutex: see PeerState::send_from_caller.
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
-    return stream_->try_write(buffers, ec);
+    const std::size_t n = stream_->try_write(buffers, ec);
+    bytes_written_.fetch_add(n, std::memory_order_relaxed);
+    return n;
   }
   // Ends the connection. local: we chose to drop it (timeout, close); else it failed.
   void fail(const Error& error, bool local);
   void send_close_and_stop();
 
   const std::string& connection_id() const { return connection_id_; }
+  // The peer's incarnation (a wcomm peer's HELLO / HELLO_ACK says it; empty for V0.1).
+  const std::string& peer_incarnation() const { return peer_incarnation_; }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
   std::string describe() const { return stream_->describe(); }
@@ -115,6 +121,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
  private:
   // Handshake: the loop reads one control frame with the frame reader.
   void read_handshake_frame(std::function<void(Frame)> next);
+  // Features this side offers in HELLO, and what a peer's list means for this connection.
+  std::vector<std::string> offered_features() const;
+  void accept_features(const std::vector<std::string>& features);
+  // Liveness (wcomm peers): a heartbeat when idle, a peer silent too long declared dead.
+  void start_liveness();
+  void on_liveness_tick();
   void start_handshake_timer(Clock::time_point deadline, const char* what);
   void finish_handshake(std::optional<Error> error);
   // ReadOwner::Sink (called by whoever reads).
@@ -137,6 +149,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::atomic<bool> used_{false};
   std::function<void(std::optional<Error>)> handshake_done_;
   std::optional<asio::steady_timer> handshake_timer_;
+  std::string peer_incarnation_;
+  bool heartbeats_ = false;                 // negotiated
+  Clock::duration silence_limit_{};         // 3 x the longer of the two heartbeat intervals
+  std::atomic<std::uint64_t> bytes_written_{0};
+  std::optional<asio::steady_timer> liveness_timer_;
+  std::uint64_t last_read_seen_ = 0, last_written_seen_ = 0;
+  Clock::time_point last_heard_{};
   // The frame being read into a recv_into's tensors (the reading owner's).
   std::shared_ptr<RecvWaiter> frame_into_;
   std::optional<std::string> into_mismatch_;
@@ -181,6 +200,9 @@ class PeerState {
                             Later& later);
   // Any thread: whether any recv on this peer is waiting.
   bool recvs_waiting();
+  // Loop: an idle connection's heartbeat, written unless a frame is on its way (then the
+  // frame itself says the connection lives).
+  void send_heartbeat(Connection& connection);
   // Inbound bound: true if the connection must pause until the application drains.
   bool pause_if_full(const std::shared_ptr<Connection>& connection);
   void close_all(const Error& error);
@@ -195,6 +217,8 @@ class PeerState {
   void continue_inline_write(const std::shared_ptr<OutMessage>& message);
 
   void ensure_connection();
+  void peer_restarted(const std::string& old_incarnation, const std::string& new_incarnation);
+  void emit(PeerEvent::Kind kind, const std::string& reason);
   void dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index);
   void retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
                         std::error_code ec, const std::string& why);
@@ -208,6 +232,7 @@ class PeerState {
   std::vector<Address> endpoints_;   // where the peer is dialed, in order
   std::size_t refused_dials_ = 0;    // in a row, for the fast failure on refused dials
   Clock::time_point refused_since_;  // the first of them
+  std::string incarnation_;          // the peer's, as its last handshake said
   std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
   std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked();
@@ -273,7 +298,8 @@ struct Comm::Impl {
   struct AtomicStats {
     std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
         wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
-        connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0};
+        connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0},
+        errors_without_waiter{0};
   } stats;
 
   // Runs fn on the loop. From any thread: false (fn not run) once the loop has finished,
@@ -282,6 +308,8 @@ struct Comm::Impl {
   // Where a Future's late callback runs: the loop, or once it has finished a thread of its own.
   Poster poster();
   std::weak_ptr<Impl> self;          // set by Comm::create
+  const std::string incarnation = new_connection_id().substr(0, 16);  // this Comm's, for HELLO
+  std::function<void(const PeerEvent&)> peer_event_handler;          // loop only
   std::mutex post_mutex;
   bool loop_finished = false;        // under post_mutex
   transport::Options transport_options() const { return {spec.comm.tcp_nodelay}; }
@@ -290,7 +318,6 @@ struct Comm::Impl {
   void close_from_loop();
 };
 
-std::string new_connection_id();
 std::string seconds_text(double seconds);
 inline Clock::duration to_duration(Seconds s) { return std::chrono::duration_cast<Clock::duration>(s); }
 Error timeout_error(const char* what, const Peer& peer, Seconds timeout);

@@ -2,6 +2,8 @@
 // ReadOwner's reader delivers into (storage for segments, recv_into, the inbound bound).
 #include <spdlog/spdlog.h>
 
+#include <cmath>
+#include <cstdlib>
 #include <random>
 
 #include "comm/comm_impl.h"
@@ -67,6 +69,65 @@ void Connection::finish_handshake(std::optional<Error> error) {
   done(std::nullopt);
 }
 
+// Negotiated features (docs/wire-format.md): "heartbeat=<interval s>" (each side sends
+// heartbeats when idle; silence is judged against the longer interval) and
+// "incarnation=<16 hex>" (restart detection). Listed only to peers that list features.
+std::vector<std::string> Connection::offered_features() const {
+  std::vector<std::string> out;
+  if (impl_.spec.comm.heartbeat_interval_s > 0)
+    out.push_back("heartbeat=" + seconds_text(impl_.spec.comm.heartbeat_interval_s));
+  out.push_back("incarnation=" + impl_.incarnation);
+  return out;
+}
+
+void Connection::accept_features(const std::vector<std::string>& features) {
+  const double own = impl_.spec.comm.heartbeat_interval_s;
+  for (const std::string& f : features) {
+    if (f.rfind("incarnation=", 0) == 0) {
+      peer_incarnation_ = f.substr(12);
+    } else if (f.rfind("heartbeat=", 0) == 0 && own > 0) {
+      double theirs = std::strtod(f.c_str() + 10, nullptr);
+      if (!(theirs > 0) || theirs > 3600) continue;  // not a usable interval: no heartbeats
+      heartbeats_ = true;
+      silence_limit_ = to_duration(Seconds(3 * std::max(own, theirs)));
+    }
+  }
+}
+
+void Connection::start_liveness() {
+  if (!heartbeats_) return;
+  last_heard_ = Clock::now();
+  last_read_seen_ = reader_.bytes_read();
+  last_written_seen_ = bytes_written_.load(std::memory_order_relaxed);
+  liveness_timer_.emplace(impl_.io, to_duration(Seconds(impl_.spec.comm.heartbeat_interval_s)));
+  liveness_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->on_liveness_tick();
+  });
+}
+
+void Connection::on_liveness_tick() {
+  if (failed_) return;
+  const auto now = Clock::now();
+  const std::uint64_t read = reader_.bytes_read();
+  // Paused for the inbound bound, we do not read the peer on purpose: not its silence.
+  if (read != last_read_seen_ || reader_owner_.paused()) last_heard_ = now;
+  last_read_seen_ = read;
+  if (now - last_heard_ >= silence_limit_) {
+    const double silent = std::chrono::duration<double>(now - last_heard_).count();
+    return fail({ErrorCode::kConnectionClosed, "no heartbeat from peer '" + peer_->peer().node_id + "' for " +
+                                                   seconds_text(std::round(silent * 10) / 10) +
+                                                   " s: declared dead"},
+                false);
+  }
+  const std::uint64_t written = bytes_written_.load(std::memory_order_relaxed);
+  if (written == last_written_seen_ && !writing_) peer_->send_heartbeat(*this);
+  last_written_seen_ = bytes_written_.load(std::memory_order_relaxed);
+  liveness_timer_->expires_after(to_duration(Seconds(impl_.spec.comm.heartbeat_interval_s)));
+  liveness_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
+    if (auto self = weak.lock(); self && !ec) self->on_liveness_tick();
+  });
+}
+
 void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline,
                                      std::function<void(std::optional<Error>)> done) {
   peer_ = &peer;
@@ -75,7 +136,7 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
   reader_.set_peer_name("peer '" + peer.peer().node_id + "'");
   start_handshake_timer(deadline, "HELLO_ACK");
   auto hello = std::make_shared<std::vector<std::uint8_t>>(
-      encode_control(FrameKind::kHello, {impl_.spec.local.node_id, connection_id_, {}}));
+      encode_control(FrameKind::kHello, {impl_.spec.local.node_id, connection_id_, offered_features()}));
   write({asio::buffer(*hello)}, [self = shared_from_this(), hello](std::error_code ec) {
     if (ec && !self->failed_) self->fail({ErrorCode::kConnectionFailed, "sending HELLO failed: " + ec.message()}, false);
   });
@@ -93,6 +154,7 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
                                                                     "' / connection " + c.connection_id +
                                                                     ", expected '" + expected + "' / " +
                                                                     self->connection_id_});
+    self->accept_features(c.features);  // a V0.1 peer lists none
     self->finish_handshake(std::nullopt);
   });
 }
@@ -113,8 +175,14 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
           Error{ErrorCode::kProtocol, "HELLO from unknown node '" + c.node_id + "' (not in this node's peer directory)"});
     self->peer_ = peer;
     self->connection_id_ = c.connection_id;
+    // Features only to a peer that offers some (a V0.1 dialer never does).
+    std::vector<std::string> features;
+    if (!c.features.empty()) {
+      self->accept_features(c.features);
+      features = self->offered_features();
+    }
     auto ack = std::make_shared<std::vector<std::uint8_t>>(
-        encode_control(FrameKind::kHelloAck, {self->impl_.spec.local.node_id, c.connection_id, {}}));
+        encode_control(FrameKind::kHelloAck, {self->impl_.spec.local.node_id, c.connection_id, features}));
     self->write({asio::buffer(*ack)}, [self, ack](std::error_code ec) {
       if (self->failed_) return;
       if (ec) return self->fail({ErrorCode::kConnectionClosed, "sending HELLO_ACK failed: " + ec.message()}, false);
@@ -125,7 +193,10 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
 
 // ---- reading (ReadOwner::Sink: called by whoever owns the reading) ----------------------
 
-void Connection::start_reading() { reader_owner_.start(weak_from_this()); }
+void Connection::start_reading() {
+  reader_owner_.start(weak_from_this());
+  start_liveness();
+}
 
 Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) {
   // A pending recv_into on this tag takes the tensors straight into the caller's memory. It
@@ -201,8 +272,9 @@ void Connection::abandon_frame(const Error& why, Later& later) {
 void Connection::write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done) {
   writing_ = true;
   stream_->async_write(std::move(buffers), [self = shared_from_this(), done = std::move(done)](std::error_code ec,
-                                                                                               std::size_t) {
+                                                                                               std::size_t n) {
     self->writing_ = false;
+    self->bytes_written_.fetch_add(n, std::memory_order_relaxed);
     done(ec);
     // A write that was not the peer's (HELLO_ACK) may have held up its queue.
     if (self->established_ && !self->failed_) self->peer_->pump();
@@ -213,6 +285,7 @@ void Connection::fail(const Error& error, bool local) {
   if (failed_) return;
   failed_ = true;
   handshake_timer_.reset();
+  liveness_timer_.reset();
   if (established_) peer_->disable_inline();  // no caller may be writing when the stream closes
   if (!local && error.code == ErrorCode::kProtocol)
     spdlog::warn("wcomm[{}]: dropping {}: {}", impl_.spec.local.node_id, stream_->describe(), error.message);
@@ -235,6 +308,7 @@ void Connection::send_close_and_stop() {
     stream_->try_write_now(frame.data(), frame.size());
   }
   failed_ = true;
+  liveness_timer_.reset();
   if (established_) reader_owner_.close(Error{ErrorCode::kClosed, "the Comm was closed"});
   else stream_->close();
 }

@@ -58,7 +58,11 @@ Frame FrameReader::take() {
 // Reads more of the current stage; true once it is complete.
 bool FrameReader::read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what) {
   std::error_code ec;
-  if (stage_bytes_ < size) stage_bytes_ += connection_.try_read(buffers, stage_bytes_, ec);
+  if (stage_bytes_ < size) {
+    const std::size_t got = connection_.try_read(buffers, stage_bytes_, ec);
+    stage_bytes_ += got;
+    if (got) bytes_read_.fetch_add(got, std::memory_order_relaxed);
+  }
   if (stage_bytes_ == size) return true;
   if (ec) fail(read_error(ec, what));
   return false;

@@ -5,6 +5,7 @@
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <optional>
@@ -44,6 +45,8 @@ class FrameReader {
   const std::string& peer_name() const { return who_; }
   bool failed() const { return error_.has_value(); }
   bool between_frames() const { return stage_ == Stage::kHeader && stage_bytes_ == 0; }
+  // Any thread: bytes read so far (liveness: the loop watches it move).
+  std::uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
 
  private:
   enum class Stage { kHeader, kManifest, kSegments, kDone };
@@ -65,6 +68,7 @@ class FrameReader {
   std::size_t segment_bytes_ = 0;
   std::array<std::uint8_t, 4096> head_peek_;
   std::optional<Error> error_;
+  std::atomic<std::uint64_t> bytes_read_{0};
 };
 
 }  // namespace wcomm

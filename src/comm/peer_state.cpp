@@ -4,6 +4,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <random>
 #include <cstring>
 
 #include "comm/comm_impl.h"
@@ -297,7 +298,8 @@ void PeerState::ensure_connection() {
   if (!connections_.empty() || dialing_ || closed_) return;
   dialing_ = true;
   refused_dials_ = 0;
-  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)), std::chrono::milliseconds(10), 0);
+  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)),
+       std::chrono::duration_cast<std::chrono::milliseconds>(Seconds(impl_.spec.comm.reconnect_backoff_initial_s)), 0);
 }
 
 namespace {
@@ -342,7 +344,13 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   if (!refused(ec)) refused_dials_ = 0;
   else if (refused_dials_++ == 0) refused_since_ = now;
   const bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();
-  const auto pause = next == 0 ? backoff : std::chrono::milliseconds(0);
+  // After the last address, a pause with jitter (0.75 to 1.25 of the backoff), so that peers
+  // that lost each other at the same moment do not redial in lockstep.
+  thread_local std::mt19937 jitter{std::random_device{}()};
+  const auto pause = next == 0 ? std::chrono::milliseconds(std::max<std::int64_t>(
+                                     1, std::int64_t(double(backoff.count()) *
+                                                     std::uniform_real_distribution<double>(0.75, 1.25)(jitter))))
+                               : std::chrono::milliseconds(0);
   std::string failure;
   if (now + pause >= deadline || ec == asio::error::timed_out)
     failure = "could not connect to '" + peer_.node_id + "' at " + where + " within " +
@@ -365,16 +373,65 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
       dialing_ = false;
       return pump();
     }
-    dial(deadline, std::min(backoff * 2, std::chrono::milliseconds(500)), next);
+    const auto cap = std::chrono::duration_cast<std::chrono::milliseconds>(Seconds(impl_.spec.comm.reconnect_backoff_max_s));
+    dial(deadline, std::min(backoff * 2, cap), next);
   });
 }
 
 void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   if (closed_) return connection->send_close_and_stop();
+  // A wcomm peer names its incarnation: a new one means it restarted.
+  const std::string& incarnation = connection->peer_incarnation();
+  if (!incarnation.empty()) {
+    if (!incarnation_.empty() && incarnation != incarnation_) peer_restarted(incarnation_, incarnation);
+    incarnation_ = incarnation;
+  }
+  const bool was_down = connections_.empty();
   connections_.push_back(connection);
   refresh_caller_read();
   connection->start_reading();
+  if (was_down) emit(PeerEvent::Kind::kUp, "");
   pump();
+}
+
+// What was in flight with the old incarnation will never complete: the message being
+// written and every waiting recv fail with PeerRestartedError; messages not yet started go to
+// the new incarnation, in order.
+void PeerState::peer_restarted(const std::string& old_incarnation, const std::string& new_incarnation) {
+  const Error error{ErrorCode::kPeerRestarted, "peer '" + peer_.node_id + "' restarted (incarnation " +
+                                                   old_incarnation + " -> " + new_incarnation +
+                                                   "); what was in flight with it is lost"};
+  if (active_ && !active_->abort_error) active_->abort_error = error;
+  auto old = connections_;
+  for (auto& c : old) c->fail(error, /*local=*/true);
+  std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  {
+    std::lock_guard lock(recv_mutex_);
+    waiting = take_waiters_locked();
+  }
+  for (auto& w : waiting) {
+    w->timer.reset();
+    w->promise.complete(error);
+  }
+  emit(PeerEvent::Kind::kRestarted, error.message);
+}
+
+void PeerState::emit(PeerEvent::Kind kind, const std::string& reason) {
+  if (kind == PeerEvent::Kind::kDown)
+    spdlog::debug("wcomm[{}]: peer '{}' down: {}", impl_.spec.local.node_id, peer_.node_id, reason);
+  if (impl_.peer_event_handler) impl_.peer_event_handler(PeerEvent{peer_.node_id, kind, reason});
+}
+
+void PeerState::send_heartbeat(Connection& connection) {
+  if (closed_ || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
+  {
+    std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
+    if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way to us
+    inline_connection_.reset();
+  }
+  static const std::vector<std::uint8_t> frame = encode_control(FrameKind::kHeartbeat, {});
+  if (connection.writing()) return refresh_inline();
+  connection.write({asio::buffer(frame)}, [](std::error_code) {});  // its completion pumps
 }
 
 void PeerState::on_connection_lost(Connection& connection, const Error& error, bool local) {
@@ -385,19 +442,33 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   refresh_caller_read();
   paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
   if (active_connection_ == &connection) {
-    // The stream is closed: complete the active message now rather than when the aborted
-    // write's handler runs; finish_active is idempotent through active_.
+    // A partly written frame cannot be resumed: that message fails, with the reason. Complete
+    // it now rather than when the aborted write's handler runs (finish_active is idempotent
+    // through active_).
+    if (!active_->abort_error)
+      active_->abort_error = Error{error.code == ErrorCode::kPeerRestarted ? error.code : ErrorCode::kConnectionClosed,
+                                   "connection to '" + peer_.node_id + "' ended while sending: " + error.message};
     finish_active(asio::error::operation_aborted);
   }
-  if (!local) fail_sends(error);
-  // Operations waiting on this peer learn that its connection went away.
+  // Messages not yet started stay queued for the next connection (dialed below); they fail
+  // only if the peer cannot be reached again, or at their own timeout.
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
-  {
+  if (!local) {
+    // The peer went away: recvs waiting on it learn why.
     std::lock_guard lock(recv_mutex_);
-    if (connections_.empty() || !local) waiting = take_waiters_locked();
+    waiting = take_waiters_locked();
     // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
-    // the next recv on this peer that finds nothing queued reports it.
-    if (!local && waiting.empty() && error.code != ErrorCode::kConnectionClosed) unreported_error_ = error;
+    // the next recv on this peer that finds nothing queued reports it. The first such error
+    // is kept; later ones are counted and logged, never overwrite it.
+    if (waiting.empty() && error.code != ErrorCode::kConnectionClosed) {
+      if (!unreported_error_) {
+        unreported_error_ = error;
+      } else {
+        impl_.stats.errors_without_waiter.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("wcomm[{}]: peer '{}': {} (nobody waiting; an earlier error is still unreported)",
+                     impl_.spec.local.node_id, peer_.node_id, error.message);
+      }
+    }
   }
   for (auto& w : waiting) {
     w->timer.reset();
@@ -406,6 +477,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
                                   : error.code,
                               error.message});
   }
+  if (connections_.empty()) emit(PeerEvent::Kind::kDown, error.message);
   if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
   pump();
 }

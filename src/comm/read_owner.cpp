@@ -41,6 +41,7 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until,
         break;
     }
     Frame frame = reader_.take();
+    if (frame.header.kind == FrameKind::kHeartbeat) continue;  // liveness only: its bytes were counted
     if (frame.header.kind != FrameKind::kData) {
       // CLOSE, or a handshake frame after the handshake: reading ends here (the loop reports it).
       reader_.fail_with(frame.header.kind == FrameKind::kClose
@@ -150,6 +151,11 @@ void ReadOwner::end_stand_down() {
   stand_down_timer_.reset();
   ++stand_down_generation_;
   standing_down_.store(false);
+}
+
+bool ReadOwner::paused() const {
+  std::lock_guard lock(mu_);
+  return paused_;
 }
 
 void ReadOwner::read_soon() {

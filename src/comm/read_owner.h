@@ -88,6 +88,7 @@ class ReadOwner {
   // that long without sleeping. Returns at once if another caller reads.
   void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll);
   bool standing_down() const { return standing_down_.load(); }
+  bool paused() const;  // for the inbound bound: the peer is not being read on purpose
 
  private:
   enum class Owner { kNone, kLoop, kCaller };

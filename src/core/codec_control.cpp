@@ -12,8 +12,8 @@ using Packer = codec_detail::Packer;
 
 std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control) {
   bool handshake = kind == FrameKind::kHello || kind == FrameKind::kHelloAck;
-  if (!handshake && kind != FrameKind::kClose)
-    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK or CLOSE, not kind " +
+  if (!handshake && kind != FrameKind::kClose && kind != FrameKind::kHeartbeat)
+    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK, CLOSE or HEARTBEAT, not kind " +
                                std::to_string(static_cast<int>(kind)));
   if (handshake && control.node_id.empty()) throw InvalidArgumentError("a handshake frame needs a node_id");
   if (handshake && !codec_detail::is_connection_id(control.connection_id))
@@ -58,7 +58,7 @@ std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control)
 Result<Control> decode_control(const FrameHeader& header, std::span<const std::uint8_t> manifest) {
   return codec_detail::run_guarded([&]() -> Result<Control> {
     bool handshake = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloAck;
-    if (!handshake && header.kind != FrameKind::kClose)
+    if (!handshake && header.kind != FrameKind::kClose && header.kind != FrameKind::kHeartbeat)
       fail(ErrorCode::kProtocol, "decode_control called on a DATA frame");
     if (header.segment_count != 0 || header.payload_size != 0)
       fail(ErrorCode::kProtocol, "a control frame carries no segments, but this one declares " +

@@ -52,6 +52,10 @@ namespace {
 //                                               pacer reads a 0 burst so too)
 //   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
 //                                               far past any use
+//   heartbeat_interval_s         0 (off) or 0.01 .. 3600    finer would be traffic, not liveness
+//   handshake_timeout_s          finite, > 0
+//   reconnect_backoff_initial_s  finite, > 0, <= reconnect_backoff_max_s
+//   reconnect_backoff_max_s      finite, <= 3600
 // ---------------------------------------------------------------------------------------------
 
 constexpr std::uint64_t kMaxByteLimit = 1ull << 48;
@@ -154,6 +158,22 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if ((p = check_range("recv_busy_poll_us", c.recv_busy_poll_us, 0, kMaxBusyPollUs,
                        "between 0 and 1000000 microseconds")))
     return p;
+  const double hb = c.heartbeat_interval_s;
+  if (!std::isfinite(hb) || (hb != 0 && (hb < 0.01 || hb > 3600)))
+    return ConfigProblem{"heartbeat_interval_s", "must be 0 (off) or between 0.01 and 3600 seconds, got " +
+                                                     format_double(hb)};
+  if (!std::isfinite(c.handshake_timeout_s) || c.handshake_timeout_s <= 0)
+    return ConfigProblem{"handshake_timeout_s", "must be a finite number of seconds > 0, got " +
+                                                    format_double(c.handshake_timeout_s)};
+  if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
+    return ConfigProblem{"reconnect_backoff_max_s", "must be at most 3600 seconds, got " +
+                                                        format_double(c.reconnect_backoff_max_s)};
+  if (!std::isfinite(c.reconnect_backoff_initial_s) || c.reconnect_backoff_initial_s <= 0 ||
+      c.reconnect_backoff_initial_s > c.reconnect_backoff_max_s)
+    return ConfigProblem{"reconnect_backoff_initial_s",
+                         "must be > 0 and at most reconnect_backoff_max_s (" +
+                             format_double(c.reconnect_backoff_max_s) + "), got " +
+                             format_double(c.reconnect_backoff_initial_s)};
   return std::nullopt;
 }
 
@@ -428,7 +448,8 @@ const std::vector<std::string_view>& comm_keys() {
       "max_peer_queued_messages", "max_peer_queued_bytes",        "max_peer_unreceived_messages",
       "max_peer_unreceived_bytes", "connect_timeout_s",           "allow_unsafe_pickle",
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
-      "egress_burst_bytes",       "recv_busy_poll_us"};
+      "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
+      "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s"};
   return keys;
 }
 
@@ -458,6 +479,14 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
     } else if (key == "connect_timeout_s") {
       c.connect_timeout_s = r.number(value, field);
+    } else if (key == "heartbeat_interval_s") {
+      c.heartbeat_interval_s = r.number(value, field);
+    } else if (key == "handshake_timeout_s") {
+      c.handshake_timeout_s = r.number(value, field);
+    } else if (key == "reconnect_backoff_initial_s") {
+      c.reconnect_backoff_initial_s = r.number(value, field);
+    } else if (key == "reconnect_backoff_max_s") {
+      c.reconnect_backoff_max_s = r.number(value, field);
     } else if (key == "egress_quantum_bytes" || key == "egress_burst_bytes" ||
                key == "egress_rate_bytes_per_second") {
       // V0.1's egress keys: null (or an empty value) is their default; a value must be a

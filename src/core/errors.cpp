@@ -20,6 +20,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kCancelled: return "CancelledError";
     case ErrorCode::kClosed: return "ClosedError";
     case ErrorCode::kInvalidArgument: return "InvalidArgumentError";
+    case ErrorCode::kPeerRestarted: return "PeerRestartedError";
   }
   return "UnknownError";
 }
@@ -38,6 +39,7 @@ void throw_error(const Error& error) {
     case ErrorCode::kCancelled: throw CancelledError(error.message);
     case ErrorCode::kClosed: throw ClosedError(error.message);
     case ErrorCode::kInvalidArgument: throw InvalidArgumentError(error.message);
+    case ErrorCode::kPeerRestarted: throw PeerRestartedError(error.message);
   }
   // An out-of-range code (a cast from a bad integer) still surfaces as a CommError.
   throw CommError(error.code, error.message);

@@ -1,0 +1,146 @@
+// Sessions: features negotiated in HELLO (wcomm peers only), heartbeats on idle connections,
+// a silent peer declared dead, restart detection by incarnation, and peer events.
+#include <poll.h>
+
+#include <atomic>
+#include <mutex>
+#include <thread>
+
+#include "comm_fixture.h"
+#include "wcomm/codec.h"
+
+namespace wcomm::testing {
+namespace {
+
+// HELLO from a hand-made "node-a", with the given features; returns the HELLO_ACK's control.
+Control raw_handshake(RawClient& raw, std::vector<std::string> features, const char* connection_id) {
+  raw.write(encode_control(FrameKind::kHello, {"node-a", connection_id, std::move(features)}));
+  auto head = raw.read(kHeaderSize);
+  EXPECT_EQ(head.size(), kHeaderSize);
+  auto header = parse_header(head.data(), CommConfig{});
+  EXPECT_TRUE(header.ok());
+  auto manifest = raw.read(header.value().manifest_size);
+  auto control = decode_control(header.value(), manifest);
+  EXPECT_TRUE(control.ok());
+  return control.value();
+}
+
+bool has_prefix(const std::vector<std::string>& features, const std::string& prefix) {
+  for (const auto& f : features)
+    if (f.rfind(prefix, 0) == 0) return true;
+  return false;
+}
+
+CommConfig fast_heartbeats() {
+  CommConfig c;
+  c.heartbeat_interval_s = 0.05;
+  return c;
+}
+
+TEST(CommSession, AV01PeerSeesNoFeaturesAndNoHeartbeats) {
+  auto p = make_pair({}, fast_heartbeats());
+  RawClient raw(p.b->port());
+  ASSERT_TRUE(raw.connected());
+  Control ack = raw_handshake(raw, {}, "00000000000000000000000000000001");
+  EXPECT_TRUE(ack.features.empty());
+  // Nothing arrives in 0.3 s (six heartbeat intervals), and the connection stays up.
+  std::this_thread::sleep_for(300ms);
+  raw.write(flatten(encode_data(Value("still here"), {}, 0, 1).value()));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("still here"));
+}
+
+TEST(CommSession, AWcommPeerIsOfferedHeartbeatsAndTheIncarnation) {
+  auto p = make_pair({}, fast_heartbeats());
+  RawClient raw(p.b->port());
+  Control ack = raw_handshake(raw, {"heartbeat=0.05", "incarnation=00000000000000aa"}, "00000000000000000000000000000002");
+  EXPECT_TRUE(has_prefix(ack.features, "heartbeat="));
+  EXPECT_TRUE(has_prefix(ack.features, "incarnation="));
+}
+
+TEST(CommSession, HeartbeatsKeepAnIdleConnectionUp) {
+  auto p = make_pair(fast_heartbeats(), fast_heartbeats());
+  wait_value(p.a->send(Value(1), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(1));
+  std::this_thread::sleep_for(500ms);  // ten intervals of silence but for heartbeats
+  wait_value(p.a->send(Value(2), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(2));
+  EXPECT_EQ(p.a->stats().connections_dialed + p.b->stats().connections_dialed, 1u) << "the connection stayed up";
+  EXPECT_GT(p.b->stats().wire_bytes_received, 0u);
+}
+
+TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
+  auto p = make_pair({}, fast_heartbeats());
+  auto waiting = p.b->recv(p.b->peer("node-a"));  // no timeout
+  RawClient raw(p.b->port());
+  raw_handshake(raw, {"heartbeat=0.05", "incarnation=00000000000000bb"}, "00000000000000000000000000000003");
+  // The raw peer never says anything again (as a SIGSTOPped process would).
+  auto r = wait_result(std::move(waiting), 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+  EXPECT_NE(r.error().message.find("no heartbeat from peer 'node-a'"), std::string::npos) << r.error().message;
+}
+
+TEST(CommSession, ANewIncarnationFailsWhatWasInFlightWithPeerRestarted) {
+  auto p = make_pair();
+  std::mutex mu;
+  std::vector<std::string> events;
+  p.b->on_peer_event([&](const PeerEvent& e) {
+    std::lock_guard lock(mu);
+    events.push_back(std::string(peer_event_name(e.kind)) + " " + e.node_id);
+  });
+  RawClient before(p.b->port());
+  raw_handshake(before, {"incarnation=1111111111111111"}, "00000000000000000000000000000004");
+  auto waiting = p.b->recv(p.b->peer("node-a"), {.tag = 5});
+  RawClient after(p.b->port());  // the "restarted" node-a: the old connection never closed
+  raw_handshake(after, {"incarnation=2222222222222222"}, "00000000000000000000000000000005");
+  auto r = wait_result(std::move(waiting));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kPeerRestarted);
+  EXPECT_NE(r.error().message.find("restarted"), std::string::npos) << r.error().message;
+  EXPECT_THROW(throw_error(r.error()), ConnectionClosedError);  // V0.1 code still catches it
+  EXPECT_TRUE(before.closed_by_peer()) << "the old incarnation's connection is dropped";
+  // The new incarnation is served.
+  after.write(flatten(encode_data(Value("new"), {}, 5, 1).value()));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 5})).value, Value("new"));
+  std::lock_guard lock(mu);
+  EXPECT_NE(std::find(events.begin(), events.end(), "restarted node-a"), events.end());
+}
+
+TEST(CommSession, PeerEventsSayUpAndDown) {
+  auto p = make_pair();
+  std::mutex mu;
+  std::vector<PeerEvent> events;
+  p.a->on_peer_event([&](const PeerEvent& e) {
+    std::lock_guard lock(mu);
+    events.push_back(e);
+  });
+  wait_value(p.a->send(Value(1), p.a->peer("node-b")));
+  p.b->close();
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(mu);
+      if (events.size() >= 2) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  std::lock_guard lock(mu);
+  ASSERT_GE(events.size(), 2u);
+  EXPECT_EQ(events[0].kind, PeerEvent::Kind::kUp);
+  EXPECT_EQ(events[1].kind, PeerEvent::Kind::kDown);
+  EXPECT_EQ(events[1].node_id, "node-b");
+  EXPECT_NE(events[1].reason.find("closed"), std::string::npos) << events[1].reason;
+}
+
+TEST(CommSession, AHandshakeNotFinishedWithinItsTimeoutIsClosed) {
+  CommConfig b_config;
+  b_config.handshake_timeout_s = 0.2;
+  auto p = make_pair({}, b_config);
+  RawClient raw(p.b->port());  // connects, never says HELLO
+  ASSERT_TRUE(raw.connected());
+  EXPECT_TRUE(raw.closed_by_peer());  // within the 5 s receive timeout of RawClient
+  for (int i = 0; i < 100 && p.b->stats().connections_rejected == 0; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_EQ(p.b->stats().connections_rejected, 1u);
+}
+
+}  // namespace
+}  // namespace wcomm::testing
