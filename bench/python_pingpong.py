@@ -1,6 +1,6 @@
 #!/usr/bin/python3
 """64 B round trip p50 with both ends in Python (wireless_comm, two processes on loopback),
-next to ../shared/bench-anchors/asyncio_baseline.py measured in the same run.
+next to bench/anchors/asyncio_baseline.py measured in the same run.
 
     /usr/bin/python3 bench/python_pingpong.py [--rounds 5000] [--size 64] [--repeat 3]
 
@@ -20,7 +20,7 @@ import sys
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
-ANCHOR = os.path.join(HERE, "..", "..", "shared", "bench-anchors", "asyncio_baseline.py")
+ANCHOR = os.path.join(HERE, "anchors", "asyncio_baseline.py")
 WARMUP = 200
 
 

@@ -1,5 +1,5 @@
-// The COMM v1 codec (wire-v1.md): frame headers, DATA manifests with zero-copy segments, and
-// the HELLO / HELLO_ACK / CLOSE control frames. No I/O: callers move the bytes.
+// The COMM v1 codec (docs/wire-format.md): frame headers, DATA manifests with zero-copy
+// segments, and the HELLO / HELLO_ACK / CLOSE control frames. No I/O: callers move the bytes.
 #pragma once
 
 #include <cstddef>

@@ -12,7 +12,7 @@ namespace wcomm {
 
 // Every limit and knob of a Comm. Field names and defaults are those of the V0.1 CommConfig.
 struct CommConfig {
-  // Codec limits, enforced on encode and decode (wire-v1.md).
+  // Codec limits, enforced on encode and decode (docs/wire-format.md).
   std::uint64_t max_message_bytes = 256ull << 20;  // whole frame: header + manifest + payload
   std::uint64_t max_manifest_bytes = 4ull << 20;
   std::uint64_t max_metadata_bytes = 64ull << 10;  // packed piggypayload

@@ -1,4 +1,4 @@
-// The Value model: everything a COMM v1 message can carry (wire-v1.md's node types).
+// The Value model: everything a COMM v1 message can carry (the node types of docs/wire-format.md).
 #pragma once
 
 #include <cstdint>

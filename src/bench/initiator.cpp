@@ -1,4 +1,4 @@
-// The initiator side of the benchmark control protocol (wire-v1.md) and its report.
+// The initiator side of the benchmark control protocol (docs/wire-format.md) and its report.
 #include "bench/initiator.h"
 
 #include <cstdio>

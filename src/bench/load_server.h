@@ -1,4 +1,4 @@
-// The responder's latency-under-load server (wire-v1.md): plain TCP on the responder's
+// The responder's latency-under-load server (docs/wire-format.md): plain TCP on the responder's
 // port + 1, one JSON line {"direction", "duration_s", "target_mbps"} per connection ->
 // "READY\n" -> "GO\n" -> raw bytes until EOF. "upload": this side drains what the initiator
 // sends; "download": it sends paced zeros at target_mbps for duration_s, then closes its

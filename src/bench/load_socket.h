@@ -1,6 +1,6 @@
-// Plain-TCP helpers of the latency-under-load background traffic (wire-v1.md's load server on
-// the responder's port + 1): connect / listen, line I/O for the JSON-lines handshake, a paced
-// (token bucket) sender and a counting drain.
+// Plain-TCP helpers of the latency-under-load background traffic (the load server on the
+// responder's port + 1, docs/wire-format.md): connect / listen, line I/O for the JSON-lines
+// handshake, a paced (token bucket) sender and a counting drain.
 #pragma once
 
 #include <atomic>

@@ -1,4 +1,4 @@
-// The benchmark control protocol of wire-v1.md: tags, op names, and a small request/reply
+// The benchmark control protocol of docs/wire-format.md: tags, op names, and a small request/reply
 // channel over Comm whose messages are dicts with string keys (V0.1 interoperable).
 #pragma once
 

@@ -1,4 +1,4 @@
-// The responder side of the benchmark control protocol (wire-v1.md).
+// The responder side of the benchmark control protocol (docs/wire-format.md).
 #include "bench/responder.h"
 
 #include <cstdio>

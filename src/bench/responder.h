@@ -1,5 +1,5 @@
-// The benchmark responder: answers one initiator's control requests (wire-v1.md) until `stop`,
-// then hands its own report back in `stopped`.
+// The benchmark responder: answers one initiator's control requests (docs/wire-format.md)
+// until `stop`, then hands its own report back in `stopped`.
 #pragma once
 
 #include <optional>

@@ -1,5 +1,5 @@
 // Decoding of DATA manifests into a Value skeleton whose bytes / tensor / pickle nodes own
-// freshly allocated (unfilled) segment storage, with every check of wire-v1.md.
+// freshly allocated (unfilled) segment storage, with every check of docs/wire-format.md.
 #include <algorithm>
 #include <limits>
 

@@ -172,7 +172,8 @@ class NodeEncoder {
 };
 
 // Packs a piggypayload value: nil, or a map with str keys of msgpack primitives, lists and
-// maps (wire-v1.md). Tuples are accepted and travel as arrays, as Python's msgpack sends them.
+// maps (docs/wire-format.md). Tuples are accepted and travel as arrays, as Python's msgpack
+// sends them.
 void pack_piggy(Packer& p, codec_detail::VectorSink& sink, const Value& v, std::size_t depth) {
   auto container = [&] {
     if (depth > codec_detail::kMaxPiggypayloadDepth)

@@ -159,7 +159,7 @@ class UnpackedDocument {
 
 inline std::string_view str_of(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
 
-// Piggypayload nesting limit of wire-v1.md (the metadata map itself is level 1).
+// Piggypayload nesting limit of docs/wire-format.md (the metadata map itself is level 1).
 inline constexpr std::size_t kMaxPiggypayloadDepth = 16;
 
 }  // namespace wcomm::codec_detail

@@ -56,7 +56,7 @@ struct DTypeInfo {
   std::size_t itemsize;
 };
 
-// Wire names of wire-v1.md, in DType order.
+// Wire names of docs/wire-format.md, in DType order.
 constexpr std::array<DTypeInfo, 10> kDTypes = {{
     {DType::kUInt8, "uint8", 1},
     {DType::kInt8, "int8", 1},

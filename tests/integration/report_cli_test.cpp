@@ -15,7 +15,7 @@ namespace {
 namespace fs = std::filesystem;
 using namespace std::chrono_literals;
 
-const std::string kReference = WCOMM_SOURCE_DIR "/../shared/reference-reports/v0.1-initiator-loopback.json";
+const std::string kReference = WCOMM_TEST_DATA "/reference-reports/v0.1-initiator-loopback.json";
 
 TEST(ReportCli, WritesThePageAndOneSvgPerPlot) {
   TempDir dir;

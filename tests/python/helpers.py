@@ -61,7 +61,7 @@ def node_yaml(self_id: str, self_port: int, peer_id: str, peer_port: int) -> str
             f"peers:\n  - node_id: {peer_id}\n    host: 127.0.0.1\n    port: {peer_port}\n")
 
 
-# -- COMM v1 by hand (wire-v1.md) -----------------------------------------------------------
+# -- COMM v1 by hand (docs/wire-format.md) ---------------------------------------------------
 
 HEADER = struct.Struct(">4sHBBIQIIQ")  # magic, version, kind, flags, tag, message_id, manifest, segments, payload
 HELLO, HELLO_ACK, CLOSE, DATA = 1, 2, 3, 16

@@ -1,5 +1,5 @@
-"""wireless_comm as a drop-in for V0.1: programs and command lines written from V0.1's README
-(../shared/seeds/000_*) run unchanged, print V0.1's lines, exit with V0.1's codes and raise
+"""wireless_comm as a drop-in for V0.1: programs and command lines written from the original
+V0.1 package's README run unchanged, print V0.1's lines, exit with V0.1's codes and raise
 V0.1's exception classes. Every process and wait is bounded; loopback and ephemeral ports only.
 """
 
@@ -366,7 +366,7 @@ def test_shipped_examples_are_v01s():
     orin = load_runtime_config(os.path.join(REPO, "configs", "agx-orin-wifi.yaml"))
     assert (thor.local.node_id, orin.local.node_id) == ("agx-thor", "agx-orin")
     assert thor.peers == (orin.local,) and orin.peers == (thor.local,)
-    # The cluster example: V0.1's schema (../shared/design/v01-collectives-cluster.md 2.1).
+    # The cluster example: V0.1's schema (its cluster design, section 2.1).
     cluster = yaml.safe_load(open(os.path.join(REPO, "configs", "cluster-four-node.example.yaml")))
     assert set(cluster) == {"controller", "base_port", "nodes", "ring", "benchmark", "comm"}
     assert len(cluster["nodes"]) == 4

@@ -23,7 +23,7 @@ namespace fs = std::filesystem;
 using json = nlohmann::json;
 using Bytes8 = std::vector<std::uint8_t>;
 
-const fs::path kVectors = WCOMM_WIRE_VECTORS;
+const fs::path kVectors = WCOMM_TEST_DATA "/wire-vectors";
 
 Bytes8 read_file(const fs::path& path) {
   std::ifstream in(path, std::ios::binary);

@@ -1,20 +1,24 @@
 // The V0.1 benchmark report that the bench tests compare keys, units and shapes against
-// (../shared/reference-reports/v0.1-initiator-loopback.json), and a key-set helper.
+// (tests/data/reference-reports/v0.1-initiator-loopback.json), and a key-set helper.
 #pragma once
 
 #include <fstream>
 #include <set>
+#include <stdexcept>
 #include <string>
 
 #include <nlohmann/json.hpp>
 
 namespace wcomm::bench::testing {
 
-// Null if the shared folder is not beside the checkout (the tests that need it then skip).
+inline constexpr const char* kReferenceReportPath = WCOMM_TEST_DATA "/reference-reports/v0.1-initiator-loopback.json";
+
+// The report is part of the repository, so a missing file fails the test that reads it (gtest
+// reports the exception) rather than skipping it.
 inline const nlohmann::json& reference_report() {
   static const nlohmann::json report = [] {
-    std::ifstream in(WCOMM_SOURCE_DIR "/../shared/reference-reports/v0.1-initiator-loopback.json");
-    if (!in) return nlohmann::json();
+    std::ifstream in(kReferenceReportPath);
+    if (!in) throw std::runtime_error(std::string("cannot read the reference report ") + kReferenceReportPath);
     return nlohmann::json::parse(in);
   }();
   return report;
