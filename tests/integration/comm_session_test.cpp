@@ -81,9 +81,9 @@ TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
 }
 
 TEST(CommSession, ANewIncarnationFailsWhatWasInFlightWithPeerRestarted) {
-  auto p = make_pair();
-  std::mutex mu;
+  std::mutex mu;  // before the Comms: their close reports events until they are gone
   std::vector<std::string> events;
+  auto p = make_pair();
   p.b->on_peer_event([&](const PeerEvent& e) {
     std::lock_guard lock(mu);
     events.push_back(std::string(peer_event_name(e.kind)) + " " + e.node_id);
@@ -107,9 +107,9 @@ TEST(CommSession, ANewIncarnationFailsWhatWasInFlightWithPeerRestarted) {
 }
 
 TEST(CommSession, PeerEventsSayUpAndDown) {
-  auto p = make_pair();
-  std::mutex mu;
+  std::mutex mu;  // before the Comms: their close reports events until they are gone
   std::vector<PeerEvent> events;
+  auto p = make_pair();
   p.a->on_peer_event([&](const PeerEvent& e) {
     std::lock_guard lock(mu);
     events.push_back(e);
