@@ -14,9 +14,10 @@
 
 namespace wcomm::python {
 
+// An operation's result, or (op_id 0) a peer event.
 struct Completion {
   std::uint64_t op_id = 0;
-  std::variant<Result<SendResult>, Result<Received>> result;
+  std::variant<Result<SendResult>, Result<Received>, PeerEvent> result;
 };
 
 class CompletionQueue {

@@ -36,6 +36,7 @@ CoreComm::CoreComm(py::tuple local, py::list peers, std::string bind_host, py::d
   max_depth_ = static_cast<std::size_t>(spec.comm.max_container_depth);
   py::gil_scoped_release release;  // binds a socket and starts the loop thread
   comm_ = Comm::create(std::move(spec));
+  comm_->on_peer_event([queue = queue_](const PeerEvent& e) { queue->push({0, e}); });
 }
 
 CoreComm::~CoreComm() {
@@ -142,7 +143,9 @@ py::list CoreComm::drain() {
       ops_.erase(found);
     }
     py::object item;
-    if (auto* sent = std::get_if<Result<SendResult>>(&c.result)) {
+    if (auto* event = std::get_if<PeerEvent>(&c.result)) {
+      item = py::make_tuple(0, true, py::make_tuple(event->node_id, peer_event_name(event->kind), event->reason));
+    } else if (auto* sent = std::get_if<Result<SendResult>>(&c.result)) {
       if (sent->ok())
         item = py::make_tuple(c.op_id, true, py::make_tuple(sent->value().message_id, sent->value().wire_bytes));
       else

@@ -26,7 +26,7 @@ from .errors import (
     UnsupportedPayloadError,
 )
 from .config import CommConfig, CommOptions, Peer, RuntimeConfig, load_runtime_config
-from .comm import Comm, Metadata, Object, ReceivedMessage, SendResult, TypeRegistry
+from .comm import Comm, Metadata, Object, PeerEvent, ReceivedMessage, SendResult, TypeRegistry
 
 __version__ = "0.2.0"
 
@@ -47,6 +47,7 @@ __all__ = [
     "PiggypayloadTooLargeError",
     "ProtocolError",
     "QueueOverflowError",
+    "PeerEvent",
     "ReceivedMessage",
     "RuntimeConfig",
     "SendResult",

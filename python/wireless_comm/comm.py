@@ -14,10 +14,11 @@ from __future__ import annotations
 import asyncio
 import collections
 import dataclasses
+import logging
 import os
 import warnings
 from dataclasses import dataclass
-from typing import Any, Callable, Deque, Dict, Iterable, Optional, Tuple
+from typing import Any, AsyncIterator, Callable, Deque, Dict, Iterable, NamedTuple, Optional, Tuple
 
 from . import _core
 from .config import CommConfig, CommOptions, Peer
@@ -49,6 +50,14 @@ class SendResult:
 
     message_id: int
     wire_bytes: int
+
+
+class PeerEvent(NamedTuple):
+    """A peer's session changed (Comm.peer_events): kind is "up", "down" or "restarted"."""
+
+    node_id: str
+    kind: str
+    reason: str
 
 
 @dataclass(frozen=True)
@@ -218,6 +227,8 @@ class Comm:
         self._abandoned = 0  # recv ops in flight whose waiter is gone
         self._stash: Dict[Tuple[str, int], Deque[tuple]] = {}
         self._closed = False
+        self._events: Deque[PeerEvent] = collections.deque(maxlen=1024)
+        self._event_ready: Optional[asyncio.Future] = None
         self._fd = self._core.fd()
         loop.add_reader(self._fd, self._on_ready)
         return self
@@ -351,6 +362,33 @@ class Comm:
             self._abandon(waiter)
             raise
 
+    # -- peer events -------------------------------------------------------------------------
+
+    def peer_events(self) -> AsyncIterator["PeerEvent"]:
+        """Peers' sessions as they change: `async for event in comm.peer_events()` yields
+        PeerEvent(node_id, kind, reason) with kind "up", "down" (reason says why) or
+        "restarted" (a wcomm peer came back as a new incarnation; what was in flight with it
+        failed with PeerRestartedError). Events are kept from create on, the last 1024 of them
+        while nobody reads (a dropped one is logged)."""
+        return self._event_iterator()
+
+    async def _event_iterator(self) -> AsyncIterator["PeerEvent"]:
+        while True:
+            while not self._events:
+                if self._closed:
+                    return
+                self._event_ready = self._loop.create_future()
+                await self._event_ready
+            yield self._events.popleft()
+
+    def _push_event(self, event: "PeerEvent") -> None:
+        if len(self._events) == self._events.maxlen:
+            logging.getLogger("wireless_comm").warning("peer event dropped (nobody reads peer_events()): %s",
+                                                       self._events[0])
+        self._events.append(event)
+        if self._event_ready is not None and not self._event_ready.done():
+            self._event_ready.set_result(None)
+
     def _abandon(self, waiter: _Waiter) -> None:
         if self._recv_ops.get(waiter.op_id) is waiter:
             self._recv_ops[waiter.op_id] = None
@@ -382,6 +420,9 @@ class Comm:
     def _on_ready(self) -> None:
         """asyncio reader callback: resolves every completed operation of the batch."""
         for op_id, ok, payload in self._core.drain():
+            if op_id == 0:  # a peer event
+                self._push_event(PeerEvent(*payload))
+                continue
             sent = self._sends.pop(op_id, None)
             if sent is not None:
                 fut = sent[0]
@@ -444,9 +485,11 @@ class Comm:
             return
         self._closed = True
         self._core.close()  # the GIL is released while the loop thread stops
-        self._on_ready()  # the failures of pending operations
+        self._on_ready()  # the failures of pending operations (and the last peer events)
         self._loop.remove_reader(self._fd)
         self._stash.clear()
+        if self._event_ready is not None and not self._event_ready.done():
+            self._event_ready.set_result(None)  # peer_events() ends once drained
 
     async def __aenter__(self) -> "Comm":
         return self

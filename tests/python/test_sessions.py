@@ -1,0 +1,48 @@
+"""Peer sessions from Python: peer events (up, down), PeerRestartedError's place in the
+exception tree, and the session settings in CommConfig."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+import wireless_comm
+from wireless_comm import CommConfig, ConnectionClosedError, PeerEvent, PeerRestartedError
+
+from helpers import make_pair, run
+
+
+def test_peer_events_report_up_and_down_with_the_reason():
+    async def main():
+        a, b = await make_pair()
+        events = a.peer_events()
+        await a.send("hi", a.peer("node-b"))
+        up = await asyncio.wait_for(events.__anext__(), 10)
+        assert up == PeerEvent("node-b", "up", "")
+        await b.close()
+        down = await asyncio.wait_for(events.__anext__(), 10)
+        assert (down.node_id, down.kind) == ("node-b", "down")
+        assert "closed" in down.reason
+        await a.close()
+        with pytest.raises(StopAsyncIteration):  # ends once the Comm is closed and drained
+            await asyncio.wait_for(events.__anext__(), 10)
+
+    run(main())
+
+
+def test_peer_restarted_error_is_a_connection_closed_error():
+    assert issubclass(PeerRestartedError, ConnectionClosedError)
+    assert issubclass(PeerRestartedError, ConnectionError)
+    assert wireless_comm.PeerRestartedError is PeerRestartedError
+
+
+def test_session_settings_are_checked():
+    assert CommConfig().heartbeat_interval_s == 2.0
+    CommConfig(heartbeat_interval_s=0)  # off
+    with pytest.raises(ValueError, match="heartbeat_interval_s"):
+        CommConfig(heartbeat_interval_s=0.001)
+    with pytest.raises(ValueError, match="reconnect_backoff_initial_s"):
+        CommConfig(reconnect_backoff_initial_s=5, reconnect_backoff_max_s=1)
+    with pytest.raises(ValueError, match="handshake_timeout_s"):
+        CommConfig(handshake_timeout_s=0)
