@@ -58,6 +58,7 @@ TEST(FaultProxy, ForwardsMessagesBothWays) {
   EXPECT_GT(c.bytes_to_target, 0u);
   EXPECT_GT(c.bytes_to_client, 0u);
   EXPECT_EQ(p.b->stats().connections_accepted, 1u);  // node-b's one connection is the proxy's
+  EXPECT_EQ(p.b->stats().connections_dialed, 0u);    // and its reply went back over it
 }
 
 TEST(FaultProxy, ADelayHoldsEveryChunk) {

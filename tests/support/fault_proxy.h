@@ -91,7 +91,8 @@ class FaultProxy {
   // listens again if refused.
   void heal();
 
-  FaultProxyCounters counters() const;
+  // The counters as of now: everything the proxy did before the call is counted.
+  FaultProxyCounters counters();
   // Waits until pred(counters()) holds; false if it did not within timeout.
   bool wait_until(const std::function<bool(const FaultProxyCounters&)>& pred, std::chrono::milliseconds timeout) const;
 
