@@ -232,6 +232,23 @@ TEST(FaultProxy, RefusingKeepsOpenConnectionsAndHealLiftsEveryFault) {
   EXPECT_EQ(p.proxy->counters().connections_accepted, 1u);
 }
 
+TEST(FaultProxy, SetTargetSendsNewConnectionsToARestartedNode) {
+  auto p = make_proxied();
+  warm_up(p);
+  const Peer peer_a = p.b->peer("node-a");
+  p.b.reset();  // node-b stops; it comes back on another port
+  ReservedPort port_b2;
+  auto b2 = Comm::create({{"node-b", "127.0.0.1", port_b2.port()}, {peer_a}, "127.0.0.1", {}});
+  p.proxy->set_target(port_b2.port());
+  // Once the proxy has closed the old connection, node-a has closed its end too (its FIN
+  // is what the proxy waited for): a send before that could still go into the old socket,
+  // which accepts bytes after the peer's FIN, and be lost with it.
+  ASSERT_TRUE(p.proxy->wait_until([](const FaultProxyCounters& c) { return c.connections_active == 0; }, 3000ms));
+  wait_value(p.a->send(Value("hello again"), p.b_seen_by_a()), 5s);
+  EXPECT_EQ(wait_value(b2->recv(b2->peer("node-a")), 5s).value, Value("hello again"));
+  EXPECT_EQ(p.proxy->counters().connections_accepted, 2u);
+}
+
 TEST(FaultProxy, ATargetThatRefusesMakesTheProxyResetTheClient) {
   ReservedPort nobody;  // bound, never listening: connecting is refused
   FaultProxy proxy(nobody.port());

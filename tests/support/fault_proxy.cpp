@@ -78,6 +78,7 @@ struct FaultProxy::Settings {
   std::array<bool, 2> stall{};
   bool never_answer = false;
   bool listening = true;
+  std::uint16_t target_port = 0;
   // Commands, consumed by the loop.
   std::uint64_t reset_requests = 0;
   std::array<bool, 2> arm_set{};                           // replace the reset_after budget...
@@ -406,7 +407,9 @@ struct FaultProxy::Loop {
         const int t = ::socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
         c->fd[kTarget] = t;
         if (t >= 0) ::setsockopt(t, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-        const int rc = t < 0 ? -1 : ::connect(t, reinterpret_cast<const sockaddr*>(&target), sizeof target);
+        sockaddr_in to = target;
+        to.sin_port = htons(snap.target_port);
+        const int rc = t < 0 ? -1 : ::connect(t, reinterpret_cast<const sockaddr*>(&to), sizeof to);
         if (rc == 0) {
           c->state = State::kOpen;
         } else if (errno != EINPROGRESS) {
@@ -435,6 +438,7 @@ FaultProxy::FaultProxy(std::uint16_t target_port, std::string target_host, std::
   wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
   if (wake_fd_ < 0) throw sys_error("eventfd");
   settings_ = new Settings;
+  settings_->target_port = target_port;
   loop_ = loop.release();
   thread_ = std::thread([this] { loop_->run(); });
 }
@@ -492,6 +496,10 @@ void FaultProxy::set_stall(Direction direction, bool on) {
 
 void FaultProxy::set_never_answer(bool on) {
   apply([&](Settings& s) { s.never_answer = on; });
+}
+
+void FaultProxy::set_target(std::uint16_t target_port) {
+  apply([&](Settings& s) { s.target_port = target_port; });
 }
 
 void FaultProxy::refuse() {

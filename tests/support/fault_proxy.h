@@ -29,6 +29,8 @@
 //   set_never_answer(on)        connections accepted from now on are never forwarded: the
 //                               proxy accepts, connects nowhere, sends nothing and drops what
 //                               it receives (existing connections are not affected).
+//   set_target(port)            connections accepted from now on go to 127.0.0.1:port (or
+//                               the host given at construction): a node restarted elsewhere.
 //   refuse() / reopen()         closes the listening socket, so connecting is refused (the
 //                               open connections live on); reopen() listens again on the
 //                               same port.
@@ -84,6 +86,7 @@ class FaultProxy {
   void set_black_hole(Direction direction, bool on);
   void set_stall(Direction direction, bool on);
   void set_never_answer(bool on);
+  void set_target(std::uint16_t target_port);
   void refuse();
   void reopen();  // throws std::runtime_error if the port cannot be bound again
 
