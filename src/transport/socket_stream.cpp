@@ -44,7 +44,7 @@ std::size_t move_now(const Buffers& buffers, std::size_t skip, std::error_code& 
     if (moved < 0) {
       if (errno == EINTR) continue;
       if (errno == kEndOfStream) ec = asio::error::eof;
-      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, std::system_category());
+      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, asio::error::get_system_category());
       return total;
     }
     total += static_cast<std::size_t>(moved);
@@ -85,7 +85,7 @@ class SocketStream final : public Connection {
       if (got > 0) return static_cast<std::size_t>(got);
       if (got == 0) ec = asio::error::eof;
       else if (errno == EINTR) continue;
-      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, std::system_category());
+      else if (errno != EAGAIN && errno != EWOULDBLOCK) ec = std::error_code(errno, asio::error::get_system_category());
       return 0;
     }
   }
@@ -157,7 +157,7 @@ class SocketStream final : public Connection {
       const int duplicate = fd_ < 0 ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
       if (duplicate < 0) {
         std::error_code ec = fd_ < 0 ? std::error_code(asio::error::bad_descriptor)
-                                     : std::error_code(errno, std::system_category());
+                                     : std::error_code(errno, asio::error::get_system_category());
         return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
       }
       watcher.emplace(executor_, duplicate);

@@ -1,5 +1,6 @@
 // Helpers for tests that run real processes: spawn a child with its output captured, wait for
-// it with a deadline (killing it if the test gives up), free loopback ports, temporary dirs.
+// it with a deadline (killing it if the test gives up), stop / continue / kill it (a hung or
+// crashed peer), free loopback ports, temporary dirs.
 #pragma once
 
 #include <arpa/inet.h>
@@ -169,6 +170,33 @@ class Process {
     if (running()) ::kill(pid_, sig);
   }
 
+  // The child's state letter from /proc/PID/stat ('R' running, 'S' sleeping, 'T' stopped,
+  // 'Z' exited but not reaped, ...), or 0 when there is no such child any more.
+  char state() const {
+    if (pid_ <= 0 || exit_code_) return 0;
+    const std::string stat = read_text_file("/proc/" + std::to_string(pid_) + "/stat");
+    const auto close = stat.rfind(')');  // the command name may hold spaces and parentheses
+    return close == std::string::npos || close + 2 >= stat.size() ? 0 : stat[close + 2];
+  }
+
+  // SIGSTOP, then true once the kernel shows the child stopped (false if not within timeout:
+  // it exited, say). A stopped child keeps its sockets open but answers nothing: a hung peer.
+  bool stop(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    signal(SIGSTOP);
+    return wait_for_state([](char s) { return s == 'T' || s == 't'; }, timeout);
+  }
+  // SIGCONT, then true once the child runs again.
+  bool cont(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    signal(SIGCONT);
+    return wait_for_state([](char s) { return s != 0 && s != 'T' && s != 't'; }, timeout);
+  }
+  // SIGKILL, then the exit code once reaped (128 + 9), nullopt if not within timeout. A
+  // killed peer's kernel closes its sockets: the other side sees EOF or a reset at once.
+  std::optional<int> kill(std::chrono::milliseconds timeout = std::chrono::seconds(5)) {
+    signal(SIGKILL);
+    return wait_for(timeout);
+  }
+
   // True once the child's stderr holds `text`, false if it has not within timeout (or the
   // child exited first).
   bool wait_for_stderr(const std::string& text, std::chrono::milliseconds timeout) {
@@ -186,6 +214,16 @@ class Process {
   std::string output() const { return "--- stdout ---\n" + out() + "--- stderr ---\n" + err(); }
 
  private:
+  template <class Pred>
+  bool wait_for_state(Pred pred, std::chrono::milliseconds timeout) const {
+    const auto deadline = std::chrono::steady_clock::now() + timeout;
+    while (!pred(state())) {
+      if (!running() || std::chrono::steady_clock::now() >= deadline) return false;
+      std::this_thread::sleep_for(std::chrono::milliseconds(2));  // a bounded poll of /proc
+    }
+    return true;
+  }
+
   void reap() {
     if (running()) {
       ::kill(pid_, SIGKILL);

@@ -1,0 +1,273 @@
+// The fault-injection proxy (tests/support/fault_proxy.h) against today's Comm: node-a reaches
+// node-b only through the proxy, and each fault shows up as the error it should cause. Also
+// Process::stop / cont / kill (process_util.h).
+#include <chrono>
+#include <cstring>
+#include <memory>
+
+#include "comm_fixture.h"
+#include "fault_proxy.h"
+#include "process_util.h"
+
+namespace wcomm::testing {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+double seconds_since(Clock::time_point start) { return std::chrono::duration<double>(Clock::now() - start).count(); }
+
+// node-b listens on its own port; node-a's peer entry for node-b names the proxy instead.
+// Members go in reverse: the Comms close before the proxy stops.
+struct Proxied {
+  std::unique_ptr<FaultProxy> proxy;
+  std::shared_ptr<Comm> a, b;
+  const Peer& b_seen_by_a() const { return a->peer("node-b"); }
+  const Peer& a_seen_by_b() const { return b->peer("node-a"); }
+};
+
+Proxied make_proxied(CommConfig config_a = {}, CommConfig config_b = {}) {
+  ReservedPort port_a, port_b;  // held until both listen
+  Proxied p;
+  p.proxy = std::make_unique<FaultProxy>(port_b.port());
+  const Peer peer_a{"node-a", "127.0.0.1", port_a.port()};
+  p.b = Comm::create({{"node-b", "127.0.0.1", port_b.port()}, {peer_a}, "127.0.0.1", config_b});
+  p.a = Comm::create({peer_a, {{"node-b", "127.0.0.1", p.proxy->port()}}, "127.0.0.1", config_a});
+  return p;
+}
+
+// One message a -> b, so that the connection through the proxy is up.
+void warm_up(Proxied& p) {
+  wait_value(p.a->send(Value("warm-up"), p.b_seen_by_a()));
+  ASSERT_EQ(wait_value(p.b->recv(p.a_seen_by_b())).value, Value("warm-up"));
+}
+
+Value big_bytes(std::size_t n) {
+  Buffer buffer = Buffer::allocate(n);
+  std::memset(buffer.data(), 0x5a, n);
+  return Value(Bytes(std::move(buffer)));
+}
+
+TEST(FaultProxy, ForwardsMessagesBothWays) {
+  auto p = make_proxied();
+  warm_up(p);
+  wait_value(p.b->send(Value("reply"), p.a_seen_by_b()));
+  EXPECT_EQ(wait_value(p.a->recv(p.b_seen_by_a())).value, Value("reply"));
+  const auto c = p.proxy->counters();
+  EXPECT_EQ(c.connections_accepted, 1u);
+  EXPECT_EQ(c.connections_active, 1u);
+  EXPECT_GT(c.bytes_to_target, 0u);
+  EXPECT_GT(c.bytes_to_client, 0u);
+  EXPECT_EQ(p.b->stats().connections_accepted, 1u);  // node-b's one connection is the proxy's
+  EXPECT_EQ(p.b->stats().connections_dialed, 0u);    // and its reply went back over it
+}
+
+TEST(FaultProxy, ADelayHoldsEveryChunk) {
+  auto p = make_proxied();
+  warm_up(p);
+  p.proxy->set_delay(Direction::kToTarget, 300ms);
+  const auto start = Clock::now();
+  wait_value(p.a->send(Value("late"), p.b_seen_by_a()));
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b())).value, Value("late"));
+  const double took = seconds_since(start);
+  EXPECT_GE(took, 0.29);
+  EXPECT_LT(took, 3.0);
+  // The other direction is not delayed; lifting the delay ends it.
+  p.proxy->set_delay(Direction::kToTarget, 0ms);
+  const auto again = Clock::now();
+  wait_value(p.a->send(Value("prompt"), p.b_seen_by_a()));
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b())).value, Value("prompt"));
+  EXPECT_LT(seconds_since(again), 0.25);
+}
+
+TEST(FaultProxy, ABandwidthCapBoundsTheTimeOfA4MiBSend) {
+  auto p = make_proxied();
+  warm_up(p);
+  constexpr std::size_t kSize = 4u << 20;
+  p.proxy->set_bandwidth(Direction::kToTarget, 4u << 20);  // 4 MiB/s: about a second
+  const auto start = Clock::now();
+  auto recv = p.b->recv(p.a_seen_by_b());
+  wait_value(p.a->send(big_bytes(kSize), p.b_seen_by_a()));
+  const auto got = wait_value(std::move(recv));
+  const double took = seconds_since(start);
+  EXPECT_GE(got.wire_bytes, kSize);
+  EXPECT_GE(took, 0.9);  // (4 MiB - one 64 KiB burst) / 4 MiB/s
+  EXPECT_LT(took, 5.0);
+  EXPECT_GE(p.proxy->counters().bytes_to_target, kSize);
+}
+
+TEST(FaultProxy, AResetFailsPendingRecvsAndTheNextSendReconnects) {
+  auto p = make_proxied();
+  warm_up(p);
+  auto pending = p.b->recv(p.a_seen_by_b());
+  p.proxy->reset();
+  auto r = wait_result(std::move(pending), 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed) << r.error().message;
+  EXPECT_EQ(p.proxy->counters().connections_reset, 1u);
+  EXPECT_EQ(p.proxy->counters().connections_active, 0u);
+  // node-a's loop sees the RST on its own; a send that races it may still meet the dead
+  // connection, so one retry is allowed.
+  auto sent = wait_result(p.a->send(Value("after reset"), p.b_seen_by_a()), 5s);
+  if (!sent.ok()) {
+    EXPECT_EQ(sent.error().code, ErrorCode::kConnectionClosed) << sent.error().message;
+    sent = wait_result(p.a->send(Value("after reset"), p.b_seen_by_a()), 5s);
+  }
+  ASSERT_TRUE(sent.ok()) << sent.error().message;
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 5s).value, Value("after reset"));
+  EXPECT_EQ(p.proxy->counters().connections_accepted, 2u);
+}
+
+TEST(FaultProxy, AResetAfterKBytesCutsAFrameInTheMiddle) {
+  auto p = make_proxied();
+  warm_up(p);
+  const auto before = p.proxy->counters().bytes_to_target;
+  auto pending = p.b->recv(p.a_seen_by_b());
+  p.proxy->reset_after(Direction::kToTarget, 1000);
+  (void)wait_result(p.a->send(big_bytes(1u << 20), p.b_seen_by_a()), 5s);  // may succeed or fail
+  auto r = wait_result(std::move(pending), 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed) << r.error().message;
+  EXPECT_NE(r.error().message.find("mid-frame"), std::string::npos) << r.error().message;
+  const auto c = p.proxy->counters();
+  EXPECT_EQ(c.connections_reset, 1u);
+  EXPECT_EQ(c.bytes_to_target, before + 1000);
+}
+
+TEST(FaultProxy, ABlackHoleLeavesARecvTimingOut) {
+  auto p = make_proxied();
+  warm_up(p);
+  const auto forwarded = p.proxy->counters().bytes_to_target;
+  p.proxy->set_black_hole(Direction::kToTarget, true);
+  wait_value(p.a->send(Value("into the void"), p.b_seen_by_a()));
+  auto r = wait_result(p.b->recv(p.a_seen_by_b(), {.timeout = Seconds(0.3)}), 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout) << r.error().message;
+  EXPECT_TRUE(p.proxy->wait_until([](const FaultProxyCounters& c) { return c.dropped_to_target > 0; }, 2000ms));
+  const auto c = p.proxy->counters();
+  EXPECT_EQ(c.bytes_to_target, forwarded);
+  EXPECT_EQ(c.connections_active, 1u);  // open, just silent
+}
+
+TEST(FaultProxy, AStallHoldsDataUntilLiftedAndBackpressureReachesTheSender) {
+  CommConfig config_a;
+  config_a.max_peer_queued_bytes = 1u << 20;
+  auto p = make_proxied(config_a);
+  warm_up(p);
+  p.proxy->set_stall(Direction::kToTarget, true);
+  wait_value(p.a->send(Value("held"), p.b_seen_by_a()));
+  auto r = wait_result(p.b->recv(p.a_seen_by_b(), {.timeout = Seconds(0.3)}), 5s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout) << r.error().message;
+  // Nothing is read from node-a's socket, so the kernel buffers fill and node-a's queue with
+  // them: a send that will not wait for capacity is refused within a bounded number of tries.
+  const Value chunk = big_bytes(256u << 10);
+  bool refused = false;
+  std::size_t accepted = 0;
+  std::vector<Future<SendResult>> pending;  // queued behind the stall
+  for (int i = 0; i < 400 && !refused; ++i) {  // at most 100 MiB
+    auto f = p.a->send(chunk, p.b_seen_by_a(), {}, {.wait_for_capacity = false});
+    // Admission to the queue may happen on node-a's loop: give it a moment to say no.
+    if (auto* done = f.wait_for(100ms); done && !done->ok()) {
+      EXPECT_EQ(done->error().code, ErrorCode::kBackpressure) << done->error().message;
+      refused = true;
+    } else {
+      ++accepted;
+      if (!done) pending.push_back(std::move(f));
+    }
+  }
+  EXPECT_TRUE(refused) << "no BackpressureError after " << accepted << " sends of 256 KiB";
+  EXPECT_FALSE(pending.empty());
+  // Lifting the stall lets everything through, in order.
+  p.proxy->set_stall(Direction::kToTarget, false);
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 5s).value, Value("held"));
+  for (auto& f : pending) wait_value(std::move(f), 10s);
+  for (std::size_t i = 0; i < accepted; ++i) EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 10s).value, chunk);
+}
+
+TEST(FaultProxy, AcceptButNeverAnswerFailsADialAtTheConnectTimeout) {
+  CommConfig config_a;
+  config_a.connect_timeout_s = 0.5;
+  auto p = make_proxied(config_a);
+  p.proxy->set_never_answer(true);
+  const auto start = Clock::now();
+  auto r = wait_result(p.a->send(Value(1), p.b_seen_by_a()), 10s);
+  const double took = seconds_since(start);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionFailed) << r.error().message;
+  EXPECT_LT(took, 3.0);
+  EXPECT_GE(p.proxy->counters().connections_accepted, 1u);
+  EXPECT_EQ(p.proxy->counters().bytes_to_target, 0u);
+  EXPECT_EQ(p.b->stats().connections_accepted, 0u);  // the target never heard of it
+}
+
+TEST(FaultProxy, ARefusingProxyFailsADialInAboutTwoSecondsAndReopensOnTheSamePort) {
+  auto p = make_proxied();
+  const auto port = p.proxy->port();
+  p.proxy->refuse();
+  const auto start = Clock::now();
+  auto r = wait_result(p.a->send(Value(1), p.b_seen_by_a()), 10s);
+  const double took = seconds_since(start);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionFailed) << r.error().message;
+  EXPECT_GE(took, 1.5);
+  EXPECT_LT(took, 5.0);
+  EXPECT_EQ(p.proxy->counters().connections_accepted, 0u);
+  p.proxy->reopen();
+  EXPECT_EQ(p.proxy->port(), port);
+  wait_value(p.a->send(Value("back"), p.b_seen_by_a()), 5s);
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 5s).value, Value("back"));
+}
+
+TEST(FaultProxy, RefusingKeepsOpenConnectionsAndHealLiftsEveryFault) {
+  auto p = make_proxied();
+  warm_up(p);
+  p.proxy->refuse();
+  p.proxy->set_delay(Direction::kToClient, 5000ms);
+  p.proxy->set_black_hole(Direction::kToTarget, true);
+  p.proxy->heal();
+  wait_value(p.a->send(Value("still here"), p.b_seen_by_a()));
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 5s).value, Value("still here"));
+  wait_value(p.b->send(Value("and back"), p.a_seen_by_b()));
+  EXPECT_EQ(wait_value(p.a->recv(p.b_seen_by_a()), 2s).value, Value("and back"));
+  EXPECT_EQ(p.proxy->counters().connections_accepted, 1u);
+}
+
+TEST(FaultProxy, SetTargetSendsNewConnectionsToARestartedNode) {
+  auto p = make_proxied();
+  warm_up(p);
+  const Peer peer_a = p.b->peer("node-a");
+  p.b.reset();  // node-b stops; it comes back on another port
+  ReservedPort port_b2;
+  auto b2 = Comm::create({{"node-b", "127.0.0.1", port_b2.port()}, {peer_a}, "127.0.0.1", {}});
+  p.proxy->set_target(port_b2.port());
+  // Once the proxy has closed the old connection, node-a has closed its end too (its FIN
+  // is what the proxy waited for): a send before that could still go into the old socket,
+  // which accepts bytes after the peer's FIN, and be lost with it.
+  ASSERT_TRUE(p.proxy->wait_until([](const FaultProxyCounters& c) { return c.connections_active == 0; }, 3000ms));
+  wait_value(p.a->send(Value("hello again"), p.b_seen_by_a()), 5s);
+  EXPECT_EQ(wait_value(b2->recv(b2->peer("node-a")), 5s).value, Value("hello again"));
+  EXPECT_EQ(p.proxy->counters().connections_accepted, 2u);
+}
+
+TEST(FaultProxy, ATargetThatRefusesMakesTheProxyResetTheClient) {
+  ReservedPort nobody;  // bound, never listening: connecting is refused
+  FaultProxy proxy(nobody.port());
+  RawClient client(proxy.port());
+  ASSERT_TRUE(client.connected());
+  EXPECT_TRUE(client.closed_by_peer());
+  EXPECT_TRUE(proxy.wait_until([](const FaultProxyCounters& c) { return c.connections_reset == 1; }, 2000ms));
+}
+
+TEST(ChildProcess, StopsContinuesAndKills) {
+  TempDir dir;
+  Process child = Process::spawn({"sleep", "30"}, dir.path(), "sleep");
+  ASSERT_TRUE(child.stop());
+  EXPECT_EQ(child.state(), 'T');
+  ASSERT_TRUE(child.cont());
+  EXPECT_NE(child.state(), 'T');
+  EXPECT_EQ(child.kill(), 128 + SIGKILL);
+  EXPECT_FALSE(child.running());
+}
+
+}  // namespace
+}  // namespace wcomm::testing
