@@ -109,6 +109,17 @@ def test_defaults_and_translation_are_v01s():
     assert pairs["--wait-timeout"] == "7.0" and pairs["--operation-timeout"] == "7.0"
 
 
+def test_summarize_samples_reproduces_v01s_summaries():
+    # The latency entries of this file are the ones V0.1's initiator wrote (tests/data/README.md).
+    with open(os.path.join(REPO, "tests", "data", "v01-report-four-load-scenarios.json")) as f:
+        report = json.load(f)
+    for entry in report["latency"]:
+        assert benchmark.summarize_samples(entry["samples_ms"]) == entry["summary_ms"]
+    for trials in report["throughput"]["upload"]:
+        samples = [t["aggregate_goodput_mbps"] for t in trials["trials"]]
+        assert benchmark.summarize_samples(samples) == trials["aggregate_goodput_mbps"]
+
+
 @needs_wcomm
 def test_v01_command_line_on_loopback(configs, tmp_path):
     a, b = configs
