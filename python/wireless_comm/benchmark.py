@@ -216,21 +216,20 @@ def settings_from_args(args: argparse.Namespace) -> BenchmarkSettings:
 
 
 def _parse_sizes(raw: str, *, allow_empty: bool = False) -> Tuple[int, ...]:
-    if allow_empty and not raw:
-        return ()
-    try:
-        return tuple(int(value) for value in raw.split(","))
-    except ValueError as exc:
-        raise ValueError("message sizes must be comma-separated integers") from exc
+    return _parse_list(raw, int, "message sizes must be comma-separated integers", allow_empty)
 
 
 def _parse_floats(raw: str, *, allow_empty: bool = False) -> Tuple[float, ...]:
+    return _parse_list(raw, float, "values must be comma-separated numbers", allow_empty)
+
+
+def _parse_list(raw: str, kind: Any, message: str, allow_empty: bool) -> Tuple[Any, ...]:
     if allow_empty and not raw:
         return ()
     try:
-        return tuple(float(value) for value in raw.split(","))
+        return tuple(kind(value) for value in raw.split(","))
     except ValueError as exc:
-        raise ValueError("values must be comma-separated numbers") from exc
+        raise ValueError(message) from exc
 
 
 def _joined(values: Sequence[Any]) -> str:
