@@ -71,8 +71,8 @@ double Initiator::hello() {
     const Peer& peer = control_.peer();
     if (result.error().code != ErrorCode::kConnectionFailed) throw_error(result.error());
     throw_error({ErrorCode::kConnectionFailed,
-                 "no benchmark responder reachable at " + peer.host + ":" + std::to_string(peer.port) + " ('" +
-                     peer.node_id + "'): " + result.error().message + ". Start the responder there first (wcomm " +
+                 "no benchmark responder reachable at " + peer.endpoints_text() + " ('" + peer.node_id +
+                     "'): " + result.error().message + ". Start the responder there first (wcomm " +
                      "bench responder --peer " + control_.comm().local().node_id + ", or V0.1's), then the initiator."});
   }
   Dict reply = control_.expect("hello");

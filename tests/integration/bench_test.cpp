@@ -431,7 +431,7 @@ TEST(BenchCommand, InitiatorWithoutResponderFailsFast) {
                                      dir.path(), "initiator", 60s);
   const auto took = std::chrono::steady_clock::now() - start;
   EXPECT_EQ(initiator.exit_code, 1) << initiator.err;
-  EXPECT_NE(initiator.err.find("no benchmark responder reachable at 127.0.0.1:" + std::to_string(port)),
+  EXPECT_NE(initiator.err.find("no benchmark responder reachable at tcp://127.0.0.1:" + std::to_string(port)),
             std::string::npos)
       << initiator.err;
   EXPECT_LT(took, 10s);

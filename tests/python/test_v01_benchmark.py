@@ -225,7 +225,7 @@ def test_initiator_without_responder_fails_fast(tmp_path):
     config.write_text(node_yaml("node-a", free_port(), "node-b", free_port()))
     result, took = run_module(module(config, "initiator", "--peer", "node-b", "--ping-count", "1", "--quiet"))
     assert result.returncode == 1, result.stderr
-    assert "no benchmark responder reachable at 127.0.0.1:" in result.stderr
+    assert "no benchmark responder reachable at tcp://127.0.0.1:" in result.stderr
     assert took < 10
 
 
