@@ -1,25 +1,61 @@
 """Writes v01-report-four-load-scenarios.json: the V0.1 reference report
-(shared/reference-reports/v0.1-initiator-loopback.json, beside the checkout) with the
-latency_under_load section that V0.1 writes for
---load-fractions 0.5,0.9 --load-directions upload,download --load-concurrencies 1: four
-scenarios with exactly V0.1's keys. The reference run had no load phase, so the scenario values
-are made up (seeded, plausible for loopback); the keys, nesting and units are V0.1's.
+(reference-reports/v0.1-initiator-loopback.json, beside this script) with the latency_under_load
+section that V0.1 writes for --load-fractions 0.5,0.9 --load-directions upload,download
+--load-concurrencies 1: four scenarios with exactly V0.1's keys. The reference run had no load
+phase, so the scenario values are made up (seeded, plausible for loopback); the keys, nesting
+and units are V0.1's. Standalone on purpose: it computes V0.1's summary objects itself, so
+wcomm's tests never check wcomm against numbers wcomm wrote.
 
 Usage: /usr/bin/python3 tests/data/make_v01_load_report.py [REFERENCE_JSON]
 """
 
 import json
+import math
 import os
 import random
+import statistics
 import sys
-
-from wireless_comm.benchmark import summarize_samples  # V0.1's summary object
 
 HERE = os.path.dirname(os.path.abspath(__file__))
 
 
+def percentile(ordered, fraction):
+    position = (len(ordered) - 1) * fraction
+    lower, upper = math.floor(position), math.ceil(position)
+    if lower == upper:
+        return ordered[lower]
+    weight = position - lower
+    return ordered[lower] * (1 - weight) + ordered[upper] * weight
+
+
+def summary(samples):
+    """The 24-key summary object of V0.1's reports (docs/benchmark-report.md)."""
+    ordered = sorted(samples)
+    p25, p50, p75 = (percentile(ordered, f) for f in (0.25, 0.5, 0.75))
+    deltas = [abs(b - a) for a, b in zip(samples, samples[1:])]
+    stddev = statistics.pstdev(ordered)
+    mean = statistics.fmean(ordered)
+    threshold = p75 + 1.5 * (p75 - p25)
+    outliers = sum(s > threshold for s in samples)
+    return {
+        "sample_count": len(samples), "percentile_resolution": 1 / len(samples),
+        "min": ordered[0], "mean": mean,
+        "p01": percentile(ordered, 0.01), "p05": percentile(ordered, 0.05), "p25": p25, "p50": p50,
+        "p75": p75, "p90": percentile(ordered, 0.90), "p95": percentile(ordered, 0.95),
+        "p99": percentile(ordered, 0.99), "p99_9": percentile(ordered, 0.999),
+        "max": ordered[-1], "range": ordered[-1] - ordered[0], "stddev": stddev,
+        "coefficient_of_variation": stddev / mean,
+        "median_absolute_deviation": statistics.median(abs(s - p50) for s in samples),
+        "jitter_mean_abs_delta": statistics.fmean(deltas),
+        "jitter_p95_abs_delta": percentile(sorted(deltas), 0.95),
+        "jitter_rms_delta": math.sqrt(statistics.fmean(d * d for d in deltas)),
+        "outlier_threshold": threshold, "outlier_count": outliers,
+        "outlier_fraction": outliers / len(samples),
+    }
+
+
 def main():
-    default = os.path.join(HERE, "..", "..", "..", "shared", "reference-reports", "v0.1-initiator-loopback.json")
+    default = os.path.join(HERE, "reference-reports", "v0.1-initiator-loopback.json")
     with open(sys.argv[1] if len(sys.argv) > 1 else default) as f:
         report = json.load(f)
     rng = random.Random(4)
@@ -43,7 +79,7 @@ def main():
                     "load_fraction": fraction,
                     "probe_payload_bytes": settings["load_probe_size"],
                     "probe_interval_s": settings["load_probe_interval"],
-                    "probe_summary_ms": summarize_samples(samples),
+                    "probe_summary_ms": summary(samples),
                     "probe_samples_ms": samples,
                     "background_load": {
                         "direction": direction, "streams": concurrency, "target_mbps": target,
