@@ -5,6 +5,7 @@
 #include <map>
 
 #include "bench/json_access.h"
+#include "bench/report_compat.h"
 #include "bench/report_plots.h"
 #include "bench/stats.h"
 
@@ -364,7 +365,9 @@ std::string counters_section(const json& report) {
 
 }  // namespace
 
-HtmlReport render_html_report(const json& report, const std::string& source_name) {
+HtmlReport render_html_report(const json& input, const std::string& source_name) {
+  // A V0.1 report's load scenarios are read through wcomm's key names.
+  const json report = report_with_wcomm_keys(input);
   HtmlReport out;
   out.plots = report_plots(report);
   std::string& html = out.html;

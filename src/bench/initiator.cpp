@@ -65,9 +65,18 @@ double Initiator::hello() {
                                  {"protocol_version", kBenchProtocolVersion},
                                  {"ping_count", settings_.ping_count},
                                  {"latency_under_load", !settings_.load_fractions.empty()}});
+  // This send dials the responder. When the dial fails (nobody listens there), say so as soon
+  // as the core gives up, rather than waiting operation_timeout for a reply that cannot come.
+  if (Result<SendResult>& result = sent.wait(); !result.ok()) {
+    const Peer& peer = control_.peer();
+    if (result.error().code != ErrorCode::kConnectionFailed) throw_error(result.error());
+    throw_error({ErrorCode::kConnectionFailed,
+                 "no benchmark responder reachable at " + peer.endpoints_text() + " ('" + peer.node_id +
+                     "'): " + result.error().message + ". Start the responder there first (wcomm " +
+                     "bench responder --peer " + control_.comm().local().node_id + ", or V0.1's), then the initiator."});
+  }
   Dict reply = control_.expect("hello");
   const auto end = BenchClock::now();
-  sent.get();
   if (int_field(reply, "protocol_version") != kBenchProtocolVersion)
     throw BenchProtocolError("benchmark protocol: the responder speaks protocol_version " +
                              std::to_string(int_field(reply, "protocol_version")) + ", this initiator 1");
@@ -225,7 +234,8 @@ nlohmann::json Initiator::run() {
   // V0.1 writes null when no tensor sizes are given.
   report["tensor"] = settings_.tensor_sizes.empty()
                          ? nlohmann::json(nullptr)
-                         : run_tensor_phase(control_, settings_, next_sequence_, options_.progress);
+                         : run_tensor_phase(control_, settings_, next_sequence_, options_.progress,
+                                            options_.torch_version);
 
   // Background load on plain TCP to the responder's port + 1, Comm pings in the foreground.
   const Bytes probe_payload = patterned_payload(settings_.load_probe_size);

@@ -19,6 +19,9 @@ struct InitiatorOptions {
   BenchSettings settings;
   std::string interface;  // diagnosed and recorded; "" = the one the route to the responder leaves by
   ProgressSink progress;
+  // Recorded as tensor.torch_version (V0.1 wrote its torch.__version__ there); "" = null. The
+  // bench makes its tensors itself; python -m wireless_comm.benchmark passes its torch's.
+  std::string torch_version;
 };
 
 // Runs the whole benchmark against `responder` (a peer of `comm`) and returns the report.

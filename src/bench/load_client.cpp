@@ -11,12 +11,22 @@ namespace wcomm::bench {
 
 LoadClient::LoadClient(const std::string& host, std::uint16_t port, const std::string& direction, std::size_t streams,
                        double per_stream_mbps, double duration_s, std::chrono::milliseconds timeout)
-    : direction_(direction), per_stream_mbps_(per_stream_mbps), duration_s_(duration_s) {
-  const std::string request =
-      nlohmann::json{{"direction", direction}, {"duration_s", duration_s}, {"target_mbps", per_stream_mbps}}.dump() +
-      "\n";
-  for (std::size_t i = 0; i < streams; ++i) {
+    : per_stream_mbps_(per_stream_mbps), duration_s_(duration_s) {
+  // Bidirectional load is `streams` upload plus `streams` download connections, each one way,
+  // as V0.1 ran it: its load server knows only those two directions.
+  std::vector<std::string> directions;
+  if (direction == "bidirectional") {
+    directions.assign(streams, "upload");
+    directions.insert(directions.end(), streams, "download");
+  } else {
+    directions.assign(streams, direction);
+  }
+  for (const std::string& one_way : directions) {
+    const std::string request =
+        nlohmann::json{{"direction", one_way}, {"duration_s", duration_s}, {"target_mbps", per_stream_mbps}}.dump() +
+        "\n";
     auto stream = std::make_unique<Stream>();
+    stream->direction = one_way;
     stream->socket = connect_tcp(host, port, timeout);
     write_all(stream->socket.fd(), request);
     const std::string reply = read_line(stream->socket.fd());
@@ -42,20 +52,13 @@ void LoadClient::go() {
 
 void LoadClient::run_stream(Stream& stream) {
   const int fd = stream.socket.fd();
-  if (direction_ == "upload") {
+  if (stream.direction == "upload") {
     stream.sent = paced_send(fd, per_stream_mbps_, duration_s_, stop_);
     ::shutdown(fd, SHUT_WR);
     drain(fd, stop_);  // the server closes once it has read everything
-  } else if (direction_ == "download") {
+  } else {
     stream.received = drain(fd, stop_);
     ::shutdown(fd, SHUT_WR);
-  } else {
-    std::thread sender([&] {
-      stream.sent = paced_send(fd, per_stream_mbps_, duration_s_, stop_);
-      ::shutdown(fd, SHUT_WR);
-    });
-    stream.received = drain(fd, stop_);
-    sender.join();
   }
 }
 
@@ -66,6 +69,7 @@ LoadResult LoadClient::wait() {
     result.bytes_sent += s->sent;
     result.bytes_received += s->received;
   }
+  result.connections = streams_.size();
   result.elapsed_s = seconds_between(started_, BenchClock::now());
   return result;
 }

@@ -17,13 +17,15 @@ struct LoadResult {
   std::uint64_t bytes_sent = 0;      // by this side (upload, bidirectional)
   std::uint64_t bytes_received = 0;  // from the server (download, bidirectional)
   double elapsed_s = 0.0;            // from GO until every stream ended
+  std::size_t connections = 0;       // one-way TCP connections (bidirectional: 2 x streams)
 };
 
 class LoadClient {
  public:
-  // Connects `streams` connections and completes the handshake up to READY on each (throws
-  // std::runtime_error on failure). `per_stream_mbps` is each stream's rate in each direction
-  // that carries load.
+  // Connects `streams` connections per direction that carries load (bidirectional: `streams`
+  // upload plus `streams` download connections, as V0.1) and completes the handshake up to
+  // READY on each (throws std::runtime_error on failure). `per_stream_mbps` is each
+  // connection's rate.
   LoadClient(const std::string& host, std::uint16_t port, const std::string& direction, std::size_t streams,
              double per_stream_mbps, double duration_s, std::chrono::milliseconds timeout);
   ~LoadClient();  // aborts a running load (no result)
@@ -37,6 +39,7 @@ class LoadClient {
 
  private:
   struct Stream {
+    std::string direction;  // upload or download
     Socket socket;
     std::uint64_t sent = 0;
     std::uint64_t received = 0;
@@ -44,7 +47,6 @@ class LoadClient {
   };
   void run_stream(Stream& stream);
 
-  std::string direction_;
   double per_stream_mbps_;
   double duration_s_;
   std::atomic<bool> stop_{false};

@@ -51,7 +51,13 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
                             (result.elapsed_s > 0 ? static_cast<double>(result.bytes_received) * 8.0 / result.elapsed_s
                                                   : 0.0)) /
                            1e6;
-  return {{"direction", direction},
+  // V0.1's measure of the load: every byte moved by the background streams (sent by this side
+  // for upload, received for download) over the time from GO until the last stream ended.
+  const std::uint64_t transferred = result.bytes_sent + result.bytes_received;
+  const double goodput = result.elapsed_s > 0 ? static_cast<double>(transferred) * 8.0 / result.elapsed_s / 1e6 : 0.0;
+  nlohmann::json rtt = summarize(samples);
+  return {// wcomm's keys
+          {"direction", direction},
           {"streams", streams},
           {"target_fraction", fraction},
           {"target_mbps", target_mbps},
@@ -63,8 +69,23 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
           {"probe_payload_bytes", s.load_probe_size},
           {"background_bytes_sent", result.bytes_sent},
           {"background_bytes_received", result.bytes_received},
-          {"rtt_ms", summarize(samples)},
-          {"samples_ms", samples}};
+          {"rtt_ms", rtt},
+          {"samples_ms", samples},
+          // V0.1's keys, with V0.1's meaning (direction, probe_interval_s and
+          // probe_payload_bytes above are shared)
+          {"concurrency_per_direction", streams},
+          {"capacity_reference_mbps", capacity},
+          {"load_fraction", fraction},
+          {"probe_summary_ms", std::move(rtt)},
+          {"probe_samples_ms", samples},
+          {"background_load",
+           {{"direction", direction},
+            {"streams", result.connections},
+            {"target_mbps", target_mbps},
+            {"elapsed_s", result.elapsed_s},
+            {"transferred_bytes", transferred},
+            {"goodput_mbps", goodput}}},
+          {"delivered_load_fraction", capacity > 0 ? goodput / capacity : 0.0}};
 }
 
 }  // namespace

@@ -49,8 +49,9 @@ void BenchSettings::validate() const {
 }
 
 std::uint64_t throughput_message_count(const BenchSettings& settings, std::uint64_t payload_bytes) {
-  const std::uint64_t wanted =
-      payload_bytes == 0 ? settings.max_throughput_messages : settings.throughput_target_bytes / payload_bytes;
+  // Rounded up, as V0.1 counted (math.ceil), so messages_per_direction means the same.
+  const std::uint64_t wanted = payload_bytes == 0 ? settings.max_throughput_messages
+                                                  : (settings.throughput_target_bytes + payload_bytes - 1) / payload_bytes;
   return std::clamp(wanted, settings.min_throughput_messages, settings.max_throughput_messages);
 }
 

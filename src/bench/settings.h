@@ -39,7 +39,7 @@ struct BenchSettings {
   void validate() const;
 };
 
-// Messages per direction of one throughput trial: target_bytes / size (rounded down), clamped
+// Messages per direction of one throughput trial: target_bytes / size (rounded up, as V0.1), clamped
 // to [min_throughput_messages, max_throughput_messages]; a size of 0 sends the maximum.
 std::uint64_t throughput_message_count(const BenchSettings& settings, std::uint64_t payload_bytes);
 

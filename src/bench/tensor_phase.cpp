@@ -88,8 +88,9 @@ nlohmann::json structures(ControlChannel& control, std::uint64_t bytes) {
 }  // namespace
 
 nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& settings, std::int64_t& next_sequence,
-                                const ProgressSink& progress) {
+                                const ProgressSink& progress, const std::string& torch_version) {
   nlohmann::json round_trips = nlohmann::json::array();
+  nlohmann::json v01_round_trips = nlohmann::json::array();
   nlohmann::json checks = nlohmann::json::array();
   PhaseProgress steps("tensor", settings.tensor_sizes.size());
   for (std::uint64_t bytes : settings.tensor_sizes) {
@@ -106,6 +107,17 @@ nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& se
                     samples.size(), checks.back()["correct"].get<bool>() ? "echoed correctly" : "NOT echoed correctly");
       progress(steps.line(checks.size(), line));
     }
+    // V0.1's goodput of one round trip: the tensor's bytes out and back over its RTT.
+    std::vector<double> goodput;
+    goodput.reserve(samples.size());
+    for (double ms : samples) goodput.push_back(static_cast<double>(bytes) * 2 * 8 / (ms / 1e3) / 1e6);
+    v01_round_trips.push_back({{"payload_bytes", bytes},
+                               {"elements", bytes / 4},
+                               {"dtype", "torch.float32"},
+                               {"rounds", settings.tensor_rounds},
+                               {"round_trip_ms", summary},
+                               {"round_trip_goodput_mbps", summarize(goodput)},
+                               {"samples_ms", samples}});
     round_trips.push_back({{"payload_bytes", bytes},
                            {"elements", bytes / 4},
                            {"rounds", settings.tensor_rounds},
@@ -113,12 +125,25 @@ nlohmann::json run_tensor_phase(ControlChannel& control, const BenchSettings& se
                            {"summary_ms", std::move(summary)}});
   }
   bool all_correct = true;
-  for (const auto& c : checks) all_correct = all_correct && c["correct"].get<bool>();
-  return {{"dtype", "float32"},
+  bool single_ok = true, list_ok = true, dict_ok = true;
+  for (const auto& c : checks) {
+    all_correct = all_correct && c["correct"].get<bool>();
+    single_ok = single_ok && c["single"].get<bool>();
+    list_ok = list_ok && c["tensor_list"].get<bool>();
+    dict_ok = dict_ok && c["tensor_dict"].get<bool>();
+  }
+  return {// wcomm's keys
+          {"dtype", "float32"},
           {"rounds", settings.tensor_rounds},
           {"round_trips", std::move(round_trips)},
           {"structures", std::move(checks)},
-          {"structures_correct", all_correct}};
+          {"structures_correct", all_correct},
+          // V0.1's keys, with V0.1's meaning
+          {"torch_version", torch_version.empty() ? nlohmann::json(nullptr) : nlohmann::json(torch_version)},
+          {"device", "cpu"},
+          {"contiguous", true},
+          {"round_trip", std::move(v01_round_trips)},
+          {"structure_round_trip", {{"single_tensor", single_ok}, {"tensor_list", list_ok}, {"tensor_dict", dict_ok}}}};
 }
 
 }  // namespace wcomm::bench

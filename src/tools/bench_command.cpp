@@ -1,6 +1,7 @@
 // `wcomm bench responder|initiator`: the V0.1 benchmark command line over the bench layer.
 #include <cstdio>
 #include <exception>
+#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -35,12 +36,19 @@ void add_common_options(CLI::App& sub, CommonOptions& o) {
   sub.add_option("--interface", o.interface, "network interface to diagnose (default: the one the route to the peer leaves by)");
   sub.add_option("--output", o.output, "write the JSON report to this file");
   sub.add_flag("--quiet", o.quiet, "no progress lines on stderr");
-  sub.add_option("--operation-timeout", o.operation_timeout, "seconds any one exchange or phase may take")
+  // --timeout is V0.1's name for it.
+  sub.add_option("--operation-timeout,--timeout", o.operation_timeout, "seconds any one exchange or phase may take")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
 }
 
-void add_initiator_options(CLI::App& sub, bench::BenchSettings& s) {
+// V0.1 refused an --interface that names no interface of this host, before doing anything.
+bool interface_exists(const std::string& name) {
+  return name.find('/') == std::string::npos && name != "." && name != ".." &&
+         std::filesystem::exists(std::filesystem::path("/sys/class/net") / name);
+}
+
+void add_initiator_options(CLI::App& sub, bench::BenchSettings& s, std::string& torch_version) {
   sub.add_option("--latency-sizes", s.latency_sizes, "payload sizes of the ping rounds, bytes")
       ->delimiter(',')->capture_default_str();
   sub.add_option("--latency-rounds", s.latency_rounds, "timed pings per size")->capture_default_str();
@@ -67,6 +75,8 @@ void add_initiator_options(CLI::App& sub, bench::BenchSettings& s) {
   sub.add_option("--load-duration", s.load_duration)->capture_default_str();
   sub.add_option("--load-probe-interval", s.load_probe_interval)->capture_default_str();
   sub.add_option("--load-probe-size", s.load_probe_size)->capture_default_str();
+  sub.add_option("--torch-version", torch_version,
+                 "recorded as tensor.torch_version (python -m wireless_comm.benchmark passes its torch's)");
 }
 
 bench::ProgressSink progress_sink(bool quiet) {
@@ -100,7 +110,8 @@ int run_bench(int argc, char** argv) {
   add_common_options(*initiator, common);
   responder->add_option("--wait-timeout", wait_timeout, "give up when no initiator arrives within this many seconds")
       ->check(CLI::PositiveNumber);
-  add_initiator_options(*initiator, settings);
+  std::string torch_version;
+  add_initiator_options(*initiator, settings, torch_version);
   responder->add_option("--sample-interval", settings.sample_interval, "link sampling period, s")
       ->capture_default_str();
 
@@ -110,6 +121,13 @@ int run_bench(int argc, char** argv) {
     return 2;
   }
   settings.operation_timeout = common.operation_timeout;
+  if (!common.interface.empty() && !interface_exists(common.interface)) {
+    std::fprintf(stderr,
+                 "wcomm bench: --interface '%s': this host has no network interface of that name (`ip link` lists "
+                 "them)\n",
+                 common.interface.c_str());
+    return 2;
+  }
   try {
     settings.validate();
   } catch (const std::invalid_argument& e) {
@@ -144,7 +162,7 @@ int run_bench(int argc, char** argv) {
       options.progress = progress;
       report = bench::run_responder(*comm, *peer, options);
     } else {
-      bench::InitiatorOptions options{settings, common.interface, progress};
+      bench::InitiatorOptions options{settings, common.interface, progress, torch_version};
       report = bench::run_initiator(*comm, *peer, options);
     }
     comm->close();

@@ -220,7 +220,7 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
   s.load_probe_interval = 0.02;
   json report;
   try {
-    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), InitiatorOptions{s, "lo", {}});
+    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), InitiatorOptions{s, "lo", {}, "1.13.1"});
   } catch (const std::exception& e) {
     ADD_FAILURE() << "initiator: " << e.what();
     p.responder->close();
@@ -244,6 +244,28 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
     EXPECT_EQ(check["tensor_dict"], true);
   }
   EXPECT_EQ(tensor["structures_correct"], true);
+  // V0.1's keys beside wcomm's, with V0.1's meaning.
+  EXPECT_EQ(tensor["torch_version"], "1.13.1");
+  EXPECT_EQ(tensor["device"], "cpu");
+  EXPECT_EQ(tensor["contiguous"], true);
+  EXPECT_EQ(tensor["structure_round_trip"],
+            json({{"single_tensor", true}, {"tensor_list", true}, {"tensor_dict", true}}));
+  ASSERT_EQ(tensor["round_trip"].size(), 2u);
+  for (std::size_t i = 0; i < 2; ++i) {
+    const json& v01 = tensor["round_trip"][i];
+    EXPECT_EQ(keys_of(v01), (std::set<std::string>{"payload_bytes", "elements", "dtype", "rounds", "round_trip_ms",
+                                                   "round_trip_goodput_mbps", "samples_ms"}));
+    EXPECT_EQ(v01["dtype"], "torch.float32");
+    EXPECT_EQ(v01["payload_bytes"], tensor["round_trips"][i]["payload_bytes"]);
+    EXPECT_EQ(v01["samples_ms"], tensor["round_trips"][i]["samples_ms"]);
+    EXPECT_EQ(v01["round_trip_ms"], tensor["round_trips"][i]["summary_ms"]);
+    EXPECT_EQ(keys_of(v01["round_trip_goodput_mbps"]), kSummaryKeys);
+    // Goodput of a round trip: the tensor's bytes there and back over its RTT.
+    const double bytes = v01["payload_bytes"];
+    const double fastest_ms = v01["round_trip_ms"]["min"];
+    EXPECT_NEAR(v01["round_trip_goodput_mbps"]["max"].get<double>(), bytes * 2 * 8 / (fastest_ms / 1e3) / 1e6,
+                1e-9 * v01["round_trip_goodput_mbps"]["max"].get<double>());
+  }
 
   const json& load = report["latency_under_load"];
   ASSERT_EQ(load.size(), 6u);  // 3 directions x 2 concurrencies x 1 fraction
@@ -256,6 +278,28 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
     EXPECT_GT(scenario["delivered_mbps"].get<double>(), 0.0) << scenario["direction"];
     EXPECT_FALSE(scenario["samples_ms"].empty());
     EXPECT_EQ(scenario["rtt_ms"]["sample_count"], scenario["samples_ms"].size());
+    // V0.1's keys beside wcomm's, with V0.1's meaning.
+    EXPECT_EQ(scenario["load_fraction"], scenario["target_fraction"]);
+    EXPECT_EQ(scenario["concurrency_per_direction"], scenario["streams"]);
+    EXPECT_EQ(scenario["capacity_reference_mbps"], scenario["capacity_mbps"]);
+    EXPECT_EQ(scenario["probe_summary_ms"], scenario["rtt_ms"]);
+    EXPECT_EQ(scenario["probe_samples_ms"], scenario["samples_ms"]);
+    const json& load = scenario["background_load"];
+    EXPECT_EQ(keys_of(load), (std::set<std::string>{"direction", "streams", "target_mbps", "elapsed_s",
+                                                    "transferred_bytes", "goodput_mbps"}));
+    EXPECT_EQ(load["direction"], scenario["direction"]);
+    const std::uint64_t one_way = scenario["direction"] == "bidirectional" ? 2 : 1;
+    EXPECT_EQ(load["streams"], one_way * scenario["streams"].get<std::uint64_t>());  // connections, as V0.1
+    EXPECT_EQ(load["target_mbps"], scenario["target_mbps"]);
+    EXPECT_EQ(load["transferred_bytes"].get<std::uint64_t>(),
+              scenario["background_bytes_sent"].get<std::uint64_t>() +
+                  scenario["background_bytes_received"].get<std::uint64_t>());
+    const double goodput = load["goodput_mbps"];
+    EXPECT_NEAR(goodput, load["transferred_bytes"].get<double>() * 8 / load["elapsed_s"].get<double>() / 1e6,
+                1e-9 * goodput);
+    EXPECT_GT(goodput, 0.0);
+    EXPECT_NEAR(scenario["delivered_load_fraction"].get<double>(), goodput / scenario["capacity_mbps"].get<double>(),
+                1e-12);
   }
   EXPECT_EQ(load[0]["direction"], "upload");
   EXPECT_EQ(load[1]["streams"], 2);
@@ -370,6 +414,42 @@ TEST(BenchCommand, ResponderAndInitiatorProcesses) {
   std::ifstream responder_in(responder_json);
   ASSERT_TRUE(responder_in.good());
   EXPECT_EQ(json::parse(responder_in), report["responder"]);
+}
+
+// Nobody listens at the responder's address: the initiator says so and exits 1 as soon as the
+// dial gives up (the core's quick retries on a refused connection, about 2 s, as V0.1), not
+// after operation_timeout (120 s). Default config: connect_timeout_s stays 30 s.
+TEST(BenchCommand, InitiatorWithoutResponderFailsFast) {
+  TempDir dir;
+  const int port = testing::free_tcp_port();  // bound, then released: nobody listens
+  const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 127.0.0.1, port: 0}\n"
+                                                 "peers: [{node_id: node-b, host: 127.0.0.1, port: " +
+                                                     std::to_string(port) + "}]\n");
+  const auto start = std::chrono::steady_clock::now();
+  const auto initiator = run_process({WCOMM_CLI, "bench", "--config", a_yaml, "initiator", "--peer", "node-b",
+                                      "--timeout", "120", "--ping-count", "1", "--quiet"},
+                                     dir.path(), "initiator", 60s);
+  const auto took = std::chrono::steady_clock::now() - start;
+  EXPECT_EQ(initiator.exit_code, 1) << initiator.err;
+  EXPECT_NE(initiator.err.find("no benchmark responder reachable at tcp://127.0.0.1:" + std::to_string(port)),
+            std::string::npos)
+      << initiator.err;
+  EXPECT_LT(took, 10s);
+}
+
+// V0.1 refused an interface this host does not have; so do both roles, before any network work.
+TEST(BenchCommand, UnknownInterfaceIsRefused) {
+  TempDir dir;
+  const std::string yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 127.0.0.1, port: 0}\n"
+                                               "peers: [{node_id: node-b, host: 127.0.0.1, port: 1}]\n");
+  for (const std::string role : {"initiator", "responder"}) {
+    std::vector<std::string> args{WCOMM_CLI, "bench", "--config", yaml, role, "--peer", "node-b", "--interface",
+                                  "wcomm-no-such0"};
+    if (role == "responder") args.insert(args.end(), {"--wait-timeout", "1"});
+    const auto result = run_process(args, dir.path(), role, 30s);
+    EXPECT_EQ(result.exit_code, 2) << role << ": " << result.err;
+    EXPECT_NE(result.err.find("--interface 'wcomm-no-such0'"), std::string::npos) << result.err;
+  }
 }
 
 TEST(BenchCommand, UsageErrorsExitTwo) {

@@ -55,6 +55,31 @@ TEST(ReportCli, DefaultOutputSitsBesideTheReport) {
   EXPECT_EQ(result.err, "");
 }
 
+// A report V0.1 wrote with four load scenarios (V0.1's keys only; tests/data/README.md): the
+// page draws all four, in the table and in both load plots.
+TEST(ReportCli, DrawsTheLoadScenariosOfAV01Report) {
+  TempDir dir;
+  const std::string html = (dir.path() / "v01.html").string();
+  const std::string svgs = (dir.path() / "plots").string();
+  const ProcessResult result =
+      run_process({WCOMM_CLI, "report", WCOMM_SOURCE_DIR "/tests/data/v01-report-four-load-scenarios.json", "-o", html,
+                   "--svg-dir", svgs, "--quiet"},
+                  dir.path(), "report", 60s);
+  ASSERT_EQ(result.exit_code, 0) << result.err;
+  auto count = [](const std::string& text, const std::string& needle) {
+    std::size_t n = 0;
+    for (auto at = text.find(needle); at != std::string::npos; at = text.find(needle, at + 1)) ++n;
+    return n;
+  };
+  const std::string summary = read_text_file(fs::path(svgs) / "load-rtt-vs-delivered.svg");
+  EXPECT_EQ(summary.find("no latency-under-load scenarios"), std::string::npos);
+  EXPECT_EQ(count(summary, "<circle class=\"point\""), 8u);  // p50 and p99 of each scenario
+  EXPECT_EQ(count(read_text_file(fs::path(svgs) / "load-rtt-samples.svg"), "class=\"box\""), 4u);
+  const std::string page = read_text_file(html);
+  const std::string table = page.substr(page.find("id=\"load\""));
+  EXPECT_EQ(count(table, "<tr><th>upload</th>") + count(table, "<tr><th>download</th>"), 4u);
+}
+
 TEST(ReportCli, ExitCodes) {
   TempDir dir;
   EXPECT_EQ(run_process({WCOMM_CLI, "report"}, dir.path(), "no-args", 30s).exit_code, 2);

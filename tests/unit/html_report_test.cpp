@@ -18,6 +18,7 @@
 // The bench layer's headers live under src/ (not a public include directory).
 #include "bench/diagnostics_commands.h"
 #include "bench/html_report.h"
+#include "bench/report_compat.h"
 #include "bench/report_plots.h"
 #include "bench/svg_plot.h"
 #include "reference_report.h"
@@ -340,6 +341,67 @@ TEST(HtmlReport, LoadPlotsHoldEveryScenarioAndProbe) {
   // The reference run had no scenarios: the plots say so instead of drawing nothing.
   const std::string none = plot_svg(render_html_report(reference_report(), "run.json").html, "load-rtt-vs-delivered");
   EXPECT_NE(none.find("no latency-under-load scenarios in this run"), std::string::npos);
+}
+
+// A report V0.1 wrote with four load scenarios (tests/data/README.md): its scenarios carry
+// V0.1's keys only (probe_summary_ms, probe_samples_ms, load_fraction, background_load, ...),
+// and the load plots and table draw every one of them.
+TEST(HtmlReport, DrawsTheLoadScenariosOfAV01Report) {
+  std::ifstream in(WCOMM_SOURCE_DIR "/tests/data/v01-report-four-load-scenarios.json");
+  ASSERT_TRUE(in.good());
+  const json report = json::parse(in);
+  ASSERT_EQ(report["latency_under_load"].size(), 4u);
+  ASSERT_FALSE(report["latency_under_load"][0].contains("rtt_ms"));  // V0.1's keys only
+  const std::string html = render_html_report(report, "v01.json").html;
+  const std::string summary = plot_svg(html, "load-rtt-vs-delivered");
+  const std::string samples = plot_svg(html, "load-rtt-samples");
+  EXPECT_EQ(summary.find("no latency-under-load scenarios"), std::string::npos);
+  EXPECT_EQ(count_of(summary, "<circle class=\"point\""), 8u);  // p50 and p99 of each
+  EXPECT_EQ(count_of(samples, "class=\"box\""), 4u);
+  std::map<std::string, std::vector<std::string>> p50s, probes;
+  for (const auto& scenario : report["latency_under_load"]) {
+    const std::string direction = scenario["direction"];
+    p50s[direction].push_back(exact_number(scenario["probe_summary_ms"]["p50"].get<double>()));
+    for (const auto& v : exact_numbers(scenario["probe_samples_ms"])) probes[direction].push_back(v);
+  }
+  for (const auto& [direction, expected] : p50s) {
+    auto got = point_values(summary, direction + " p50");
+    std::sort(got.begin(), got.end());
+    auto want = expected;
+    std::sort(want.begin(), want.end());
+    EXPECT_EQ(got, want) << direction;
+    EXPECT_EQ(point_values(samples, direction), probes[direction]) << direction;
+  }
+  // The table has a row per scenario with its delivered load (V0.1's background_load.goodput_mbps).
+  EXPECT_EQ(count_of(html.substr(html.find("id=\"load\"")), "<tr><th>upload</th>"), 2u);
+  EXPECT_EQ(count_of(html.substr(html.find("id=\"load\"")), "<tr><th>download</th>"), 2u);
+}
+
+TEST(ReportCompat, FillsWcommKeysFromV01KeysAndKeepsWcommsOwn) {
+  const json v01 = {{"direction", "upload"},
+                    {"concurrency_per_direction", 4},
+                    {"capacity_reference_mbps", 900.0},
+                    {"load_fraction", 0.5},
+                    {"probe_summary_ms", {{"p50", 1.5}}},
+                    {"probe_samples_ms", {1.0, 2.0}},
+                    {"background_load", {{"target_mbps", 450.0}, {"goodput_mbps", 440.0}, {"streams", 4}}},
+                    {"delivered_load_fraction", 440.0 / 900.0}};
+  const json filled = load_scenario_with_wcomm_keys(v01);
+  EXPECT_EQ(filled["rtt_ms"], v01["probe_summary_ms"]);
+  EXPECT_EQ(filled["samples_ms"], v01["probe_samples_ms"]);
+  EXPECT_EQ(filled["target_fraction"], 0.5);
+  EXPECT_EQ(filled["streams"], 4);
+  EXPECT_EQ(filled["capacity_mbps"], 900.0);
+  EXPECT_EQ(filled["target_mbps"], 450.0);
+  EXPECT_EQ(filled["delivered_mbps"], 440.0);
+  for (const auto& [key, value] : v01.items()) EXPECT_EQ(filled[key], value) << key;  // nothing of V0.1's lost
+  // A wcomm scenario carries both: its own keys are kept as they are.
+  json both = filled;
+  both["delivered_mbps"] = 445.0;
+  EXPECT_EQ(load_scenario_with_wcomm_keys(both)["delivered_mbps"], 445.0);
+  // Not a scenario: left alone.
+  EXPECT_EQ(load_scenario_with_wcomm_keys(json(3)), json(3));
+  EXPECT_EQ(report_with_wcomm_keys(json{{"latency_under_load", nullptr}})["latency_under_load"], nullptr);
 }
 
 TEST(HtmlReport, SparseAndHostileReportsStillRender) {
