@@ -52,6 +52,7 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until,
       return Pumped::kFailed;
     }
     sink_.on_frame(std::move(frame), reader, later);
+    if (!later.empty()) return Pumped::kYield;  // the loop runs them before it reads on
   }
 }
 
@@ -74,32 +75,36 @@ void ReadOwner::resume() {
 }
 
 void ReadOwner::read_from_loop() {
-  if (closed_) return;
-  {
-    std::lock_guard lock(mu_);
-    if (failed_) {
-      // A caller's read failed and it handed the report to us.
-      failed_ = false;
-      closed_ = true;
-    } else if (owner_ == Owner::kCaller) {
-      return stand_down();
-    } else if (paused_) {
-      return;  // bytes wait unread on purpose; resume() reads on
-    } else {
-      owner_ = Owner::kLoop;
+  Pumped result = Pumped::kYield;
+  while (result == Pumped::kYield) {
+    if (closed_) return;
+    {
+      std::lock_guard lock(mu_);
+      if (failed_) {
+        // A caller's read failed and it handed the report to us.
+        failed_ = false;
+        closed_ = true;
+      } else if (owner_ == Owner::kCaller) {
+        return stand_down();
+      } else if (paused_) {
+        return;  // bytes wait unread on purpose; resume() reads on
+      } else {
+        owner_ = Owner::kLoop;
+      }
     }
+    if (closed_) return sink_.on_read_failed(reader_.error());
+    Later later;
+    result = pump(Reader::kLoop, nullptr, later);
+    {
+      std::lock_guard lock(mu_);
+      owner_ = Owner::kNone;
+    }
+    loop_done_.notify_all();
+    // Callbacks run once the reading is let go (one may block on another recv of this peer,
+    // whose thread then reads for itself), and after each frame that has some: the
+    // application sees (and frees) each message before the next is read.
+    run(later);
   }
-  if (closed_) return sink_.on_read_failed(reader_.error());
-  Later later;
-  const Pumped result = pump(Reader::kLoop, nullptr, later);
-  {
-    std::lock_guard lock(mu_);
-    owner_ = Owner::kNone;
-  }
-  loop_done_.notify_all();
-  // Callbacks run once the reading is let go: one may block on another recv of this peer,
-  // whose thread then reads for itself.
-  run(later);
   if (result == Pumped::kFailed) {
     closed_ = true;
     return sink_.on_read_failed(reader_.error());

@@ -92,7 +92,8 @@ class ReadOwner {
 
  private:
   enum class Owner { kNone, kLoop, kCaller };
-  enum class Pumped { kDone, kWaiting, kPaused, kFailed };
+  // kYield: a frame left callbacks in `later` (the loop runs them, then reads on).
+  enum class Pumped { kDone, kWaiting, kPaused, kFailed, kYield };
 
   Pumped pump(Reader reader, const Promise<Received>* until, Later& later);
   bool begin_caller();
