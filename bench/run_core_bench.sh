@@ -47,7 +47,7 @@ done
 
 say "Comm API goodput, 64 MiB messages, tcp and unix taking turns, median of $trials"
 for _ in $(seq "$trials"); do
-  for t in tcp unix; do "$build/bench/api_goodput" 67108864 8 "$t" >>"$work/goodput_$t.jsonl"; done
+  for t in tcp unix; do "$build/bench/api_goodput" 67108864 16 "$t" >>"$work/goodput_$t.jsonl"; done
 done
 median_lines() { "$python" -c 'import json,sys,statistics; print(statistics.median(json.loads(l)["goodput_gb_s"] for l in open(sys.argv[1])))' "$1"; }
 api_g64_tcp="$(median_lines "$work/goodput_tcp.jsonl")"
