@@ -71,6 +71,9 @@ struct Peer {
   // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
   std::string endpoints_text() const;  // "tcp://192.0.2.11:9000, unix:///tmp/b.sock"
+  // The host it is reached at over the network (V0.1's host, else a tcp address's); "" for
+  // a node reached only through Unix sockets (then there is no network path to diagnose).
+  std::string network_host() const;
   friend bool operator==(const Peer&, const Peer&) = default;
 };
 

@@ -99,4 +99,10 @@ json run_ping(const std::string& host, const PingOptions& options) {
   return out;
 }
 
+nlohmann::json no_network_ping(const Peer& peer) {
+  nlohmann::json out = parse_ping_output("");
+  out["skipped"] = peer.node_id + " is reached only at " + peer.endpoints_text() + ": no network path to ping";
+  return out;
+}
+
 }  // namespace wcomm::bench

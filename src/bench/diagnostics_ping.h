@@ -8,6 +8,8 @@
 
 #include <nlohmann/json.hpp>
 
+#include "wcomm/config.h"
+
 #include "diagnostics_commands.h"  // sibling-relative: the unit tests include src/bench headers by path
 
 namespace wcomm::bench {
@@ -29,5 +31,9 @@ nlohmann::json parse_ping_output(std::string_view text);
 // fields plus "command" (the command result). A missing ping or an unreachable host gives
 // null figures beside the command result, never an exception.
 nlohmann::json run_ping(const std::string& host, const PingOptions& options = {});
+
+// run_ping's shape with null figures and the reason, for a peer reached only through Unix
+// sockets (no network path to ping).
+nlohmann::json no_network_ping(const Peer& peer);
 
 }  // namespace wcomm::bench

@@ -44,6 +44,7 @@ class Initiator {
     if (options_.progress) options_.progress(line);
   }
   double hello();
+  bool load_phase() const;
   Dict diagnostics();
   nlohmann::json latency(std::uint64_t payload_bytes);
   double ping_ms(const Bytes& payload);
@@ -64,7 +65,7 @@ double Initiator::hello() {
   auto sent = control_.post(Dict{{"op", "hello"},
                                  {"protocol_version", kBenchProtocolVersion},
                                  {"ping_count", settings_.ping_count},
-                                 {"latency_under_load", !settings_.load_fractions.empty()}});
+                                 {"latency_under_load", load_phase()}});
   // This send dials the responder. When the dial fails (nobody listens there), say so as soon
   // as the core gives up, rather than waiting operation_timeout for a reply that cannot come.
   if (Result<SendResult>& result = sent.wait(); !result.ok()) {
@@ -172,26 +173,36 @@ nlohmann::json Initiator::stop() {
   return report != nullptr ? value_to_json(*report) : nlohmann::json(nullptr);
 }
 
+// Latency under load runs over plain TCP beside the Comm: only with a peer on the network.
+bool Initiator::load_phase() const {
+  return !settings_.load_fractions.empty() && !control_.peer().network_host().empty();
+}
+
 nlohmann::json Initiator::run() {
   settings_.validate();
+  const Peer& peer = control_.peer();
+  // A peer reached only through a Unix socket has no network path: no ICMP, no plain-TCP
+  // load server, no interface to diagnose. The Comm phases run as usual.
+  const std::string host = peer.network_host();
+  if (!settings_.load_fractions.empty() && !load_phase())
+    say("latency under load skipped: " + peer.node_id + " has no network address (" + peer.endpoints_text() + ")");
   const ProcessUsage usage_before = sample_process_usage();
   nlohmann::json report = nlohmann::json::object();
   report["schema_version"] = kReportSchemaVersion;
   report["started_at"] = utc_timestamp_now();
-  report["transport"] = "tcp";
+  report["transport"] = peer.endpoints().front().scheme;
   report["settings"] = settings_to_json(settings_);
   report["semantics"] = semantics_section();
 
-  const Peer& peer = control_.peer();
   // Diagnostics of this node: a snapshot before, link samples all along, a snapshot after.
-  const std::string interface = options_.interface.empty() ? interface_for_peer(peer.host) : options_.interface;
+  const std::string interface =
+      options_.interface.empty() ? (host.empty() ? std::string() : interface_for_peer(host)) : options_.interface;
   say("diagnostics: capturing the environment (interface " + (interface.empty() ? std::string("unknown") : interface) +
       ")");
-  const nlohmann::json environment_before = capture_environment({interface, peer.host, {}});
+  const nlohmann::json environment_before = capture_environment({interface, host, {}});
   LinkSampler sampler({interface, settings_.sample_interval, {}});
   sampler.start();
-  say("initiator " + control_.comm().local().node_id + " -> " + peer.node_id + " at " + peer.host + ":" +
-      std::to_string(peer.port));
+  say("initiator " + control_.comm().local().node_id + " -> " + peer.node_id + " at " + peer.endpoints_text());
   const double setup_ms = hello();
   report["connection_setup_ms"] = setup_ms;
   say(format("connected: first exchange (dial, handshake, hello) %.3f ms", setup_ms));
@@ -201,7 +212,8 @@ nlohmann::json Initiator::run() {
   const Dict responder_diagnostics = diagnostics();
   report["responder_environment_at_handshake"] = value_to_json(field(responder_diagnostics, "environment_before"));
   report["ping_to_initiator"] = value_to_json(field(responder_diagnostics, "ping_to_initiator"));
-  report["ping_to_responder"] = run_ping(peer.host, PingOptions{settings_.ping_count, 0.2, 2.0, interface, {}});
+  report["ping_to_responder"] = host.empty() ? no_network_ping(peer)
+                                             : run_ping(host, PingOptions{settings_.ping_count, 0.2, 2.0, interface, {}});
 
   nlohmann::json latency = nlohmann::json::array();
   PhaseProgress latency_progress("latency", settings_.latency_sizes.size());
@@ -240,16 +252,16 @@ nlohmann::json Initiator::run() {
   // Background load on plain TCP to the responder's port + 1, Comm pings in the foreground.
   const Bytes probe_payload = patterned_payload(settings_.load_probe_size);
   report["latency_under_load"] =
-      settings_.load_fractions.empty()
+      !load_phase()
           ? nlohmann::json::array()
           : run_load_phase(settings_, report["throughput"],
-                           LoadPhaseTarget{peer.host, static_cast<std::uint16_t>(peer.port + 1)},
+                           LoadPhaseTarget{host, static_cast<std::uint16_t>(peer.port + 1)},
                            [&] { return ping_ms(probe_payload); }, options_.progress);
 
   nlohmann::json initiator = node_section(control_.comm().local().node_id, interface);
-  initiator["tcp_socket_before_stop"] = tcp_sockets(peer.host);
+  initiator["tcp_socket_before_stop"] = host.empty() ? nlohmann::json(nullptr) : tcp_sockets(host);
   initiator["link_samples"] = sampler.stop();
-  add_environment_section(initiator, environment_before, capture_environment({interface, peer.host, {}}));
+  add_environment_section(initiator, environment_before, capture_environment({interface, host, {}}));
   add_process_usage(initiator, usage_before, sample_process_usage());
   say("stop: collecting the responder's report");
   report["responder"] = stop();

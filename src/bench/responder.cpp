@@ -59,6 +59,9 @@ bool Responder::handle(Dict request) {
                                ", this responder 1");
     const Value* under_load = request.find("latency_under_load");
     if (under_load != nullptr && under_load->is<bool>() && under_load->as<bool>() && !load_server_) {
+      if (control_.comm().port() == 0)
+        throw BenchProtocolError("latency under load needs a TCP port for the load server; this responder listens "
+                                 "only on " + control_.comm().local().endpoints_text());
       const auto port = static_cast<std::uint16_t>(control_.comm().port() + 1);
       try {
         load_server_.emplace("", port);
@@ -88,8 +91,9 @@ bool Responder::handle(Dict request) {
     PingOptions ping;
     if (count != nullptr && count->is_int()) ping.count = size_field(request, "ping_count");
     ping.interface = interface_;
-    say("diagnostics: ICMP ping to " + control_.peer().host);
-    const nlohmann::json ping_result = run_ping(control_.peer().host, ping);
+    const std::string host = control_.peer().network_host();
+    if (!host.empty()) say("diagnostics: ICMP ping to " + host);
+    const nlohmann::json ping_result = host.empty() ? no_network_ping(control_.peer()) : run_ping(host, ping);
     control_.send(Dict{{"op", "diagnostics"},
                        {"environment_before", json_to_value(environment_before_)},
                        {"ping_to_initiator", json_to_value(ping_result)}});
@@ -134,8 +138,8 @@ void Responder::phase(const std::string& direction, const Dict& request) {
 
 // This node's diagnostics: a snapshot before the session and link samples until `stop`.
 void Responder::start_diagnostics() {
-  const std::string& host = control_.peer().host;
-  interface_ = options_.interface.empty() ? interface_for_peer(host) : options_.interface;
+  const std::string host = control_.peer().network_host();
+  interface_ = options_.interface.empty() ? (host.empty() ? std::string() : interface_for_peer(host)) : options_.interface;
   environment_before_ = capture_environment({interface_, host, {}});
   sampler_.emplace(LinkSamplerOptions{interface_, options_.sample_interval, {}});
   sampler_->start();
@@ -144,7 +148,8 @@ void Responder::start_diagnostics() {
 nlohmann::json Responder::own_report() {
   nlohmann::json report = node_section(control_.comm().local().node_id, interface_);
   report["link_samples"] = sampler_->stop();
-  add_environment_section(report, environment_before_, capture_environment({interface_, control_.peer().host, {}}));
+  add_environment_section(report, environment_before_,
+                          capture_environment({interface_, control_.peer().network_host(), {}}));
   add_process_usage(report, usage_before_, sample_process_usage());
   return report;
 }

@@ -590,6 +590,12 @@ std::vector<Address> Peer::endpoints() const {
   return out;
 }
 
+std::string Peer::network_host() const {
+  for (const Address& a : endpoints())
+    if (a.scheme == "tcp") return a.host;
+  return {};
+}
+
 std::string Peer::endpoints_text() const {
   std::string out;
   for (const Address& a : endpoints()) out += (out.empty() ? "" : ", ") + a.to_string();

@@ -201,6 +201,41 @@ TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
   EXPECT_EQ(p.responder->stats().bytes_copied, 0u);
 }
 
+// Over Unix sockets the Comm phases run as usual; the network-only parts (ICMP, the plain-TCP
+// load phase) say they were skipped instead of failing.
+TEST(BenchEndToEnd, OverUnixSocketsTheNetworkPartsAreSkipped) {
+  char dir[] = "/tmp/wcomm-bench-unix-XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const Address a = Address::parse(std::string("unix://") + dir + "/a.sock");
+  const Address b = Address::parse(std::string("unix://") + dir + "/b.sock");
+  Pair p;
+  p.responder = Comm::create(CommSpec{{"node-b", "", 0, {b}}, {{"node-a", "", 0, {a}}}, "", {}});
+  p.initiator = Comm::create(CommSpec{{"node-a", "", 0, {a}}, {{"node-b", "", 0, {b}}}, "", {}});
+  ResponderThread responder(p);
+  json report;
+  try {
+    BenchSettings settings = short_matrix();
+    settings.load_fractions = {0.25};
+    InitiatorOptions options{settings, "", {}};
+    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), options);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "initiator: " << e.what();
+    p.responder->close();
+  }
+  responder.join();
+  ASSERT_TRUE(responder.error.empty()) << responder.error;
+  ASSERT_FALSE(report.is_null());
+  EXPECT_EQ(report["transport"], "unix");
+  EXPECT_EQ(report["latency"].size(), 2u);
+  EXPECT_GT(report["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"].get<double>(), 0.0);
+  EXPECT_NE(report["ping_to_responder"]["skipped"].get<std::string>().find("no network path"), std::string::npos);
+  EXPECT_NE(report["ping_to_initiator"]["skipped"].get<std::string>().find("no network path"), std::string::npos);
+  EXPECT_TRUE(report["latency_under_load"].empty());
+  p.initiator.reset();
+  p.responder.reset();
+  std::filesystem::remove_all(dir);
+}
+
 // Tensors and latency under load on loopback, with a short matrix; the page renders the run.
 TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
   Pair p = make_pair();
