@@ -383,7 +383,12 @@ void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   // A wcomm peer names its incarnation: a new one means it restarted.
   const std::string& incarnation = connection->peer_incarnation();
   if (!incarnation.empty()) {
-    if (!incarnation_.empty() && incarnation != incarnation_) peer_restarted(incarnation_, incarnation);
+    if (!incarnation_.empty() && incarnation != incarnation_) {
+      // With the old incarnation's connections still up, what was in flight with it is lost.
+      // Without them the peer went down before (and its waiters were told): only say so.
+      if (!connections_.empty()) peer_restarted(incarnation_, incarnation);
+      else emit(PeerEvent::Kind::kRestarted, "peer '" + peer_.node_id + "' came back as a new incarnation");
+    }
     incarnation_ = incarnation;
   }
   const bool was_down = connections_.empty();
