@@ -28,7 +28,7 @@ FrameReader::Status FrameReader::read(const DecodeData& decode) {
       case Stage::kHeader:
         if (stage_bytes_ == 0 && take_head_from_peek(decode)) continue;
         if (!read_stage({asio::buffer(header_bytes_, kHeaderSize)}, kHeaderSize, "frame header")) break;
-        on_header(decode);
+        on_header();
         continue;
       case Stage::kManifest:
         if (!read_stage({asio::buffer(frame_.manifest)}, frame_.manifest.size(), "manifest")) break;
@@ -86,45 +86,42 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
     return true;
   }
   frame_.data.emplace(std::move(decoded).value());
-  segment_buffers_.clear();
-  segment_buffers_.emplace_back(head_peek_.data(), head);  // read the head again, over the peek
-  segment_bytes_ = head;
-  for (const Buffer& b : frame_.data->segments)
-    if (b.size()) {
-      segment_buffers_.emplace_back(b.data(), b.size());
-      segment_bytes_ += b.size();
-    }
-  stage_ = Stage::kSegments;
-  stage_bytes_ = 0;
+  read_segments_next(head);  // the head is read again, over the peek
   return true;
 }
 
-void FrameReader::on_header(const DecodeData& decode) {
+// The next stage reads the frame's segments (and first, over the peek buffer, `head` bytes).
+void FrameReader::read_segments_next(std::size_t head) {
+  segment_buffers_.clear();
+  segment_bytes_ = head;
+  if (head) segment_buffers_.emplace_back(head_peek_.data(), head);
+  if (frame_.data)
+    for (const Buffer& b : frame_.data->segments)
+      if (b.size()) {
+        segment_buffers_.emplace_back(b.data(), b.size());
+        segment_bytes_ += b.size();
+      }
+  stage_ = Stage::kSegments;
+  stage_bytes_ = 0;
+}
+
+void FrameReader::on_header() {
   auto header = parse_header(header_bytes_, limits_);
   if (!header) return fail(header.error());
   frame_.header = header.value();
   frame_.manifest.resize(frame_.header.manifest_size);  // bounded by max_manifest_bytes in parse_header
   stage_ = Stage::kManifest;
   stage_bytes_ = 0;
-  if (frame_.manifest.empty()) on_manifest(decode);
 }
 
 void FrameReader::on_manifest(const DecodeData& decode) {
-  segment_buffers_.clear();
-  segment_bytes_ = 0;
   if (frame_.header.kind == FrameKind::kData) {
     auto decoded = decode(frame_.header, frame_.manifest);
     if (!decoded) return fail(decoded.error());
     frame_.data.emplace(std::move(decoded).value());
     frame_.manifest.clear();
-    for (const Buffer& b : frame_.data->segments)
-      if (b.size()) {
-        segment_buffers_.emplace_back(b.data(), b.size());
-        segment_bytes_ += b.size();
-      }
   }
-  stage_ = Stage::kSegments;
-  stage_bytes_ = 0;
+  read_segments_next(0);
 }
 
 }  // namespace wcomm

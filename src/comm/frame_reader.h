@@ -52,8 +52,9 @@ class FrameReader {
   enum class Stage { kHeader, kManifest, kSegments, kDone };
   bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
   bool take_head_from_peek(const DecodeData& decode);
-  void on_header(const DecodeData& decode);
+  void on_header();
   void on_manifest(const DecodeData& decode);
+  void read_segments_next(std::size_t head);
   void fail(Error error);
   Error read_error(std::error_code ec, const char* what) const;
 

@@ -177,6 +177,18 @@ struct ResponderThread {
   std::thread thread;  // last: starts once the members it fills exist
 };
 
+// The initiator's report against a ResponderThread on the pair ("" and a test failure if it
+// threw: the responder is closed so that its wait ends at once).
+json run_initiator_for(Pair& p, const InitiatorOptions& options) {
+  try {
+    return run_initiator(*p.initiator, p.initiator->peer("node-b"), options);
+  } catch (const std::exception& e) {
+    ADD_FAILURE() << "initiator: " << e.what();
+    p.responder->close();
+    return nullptr;
+  }
+}
+
 TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
   Pair p = make_pair();
   ResponderThread responder(p);
@@ -212,16 +224,9 @@ TEST(BenchEndToEnd, OverUnixSocketsTheNetworkPartsAreSkipped) {
   p.responder = Comm::create(CommSpec{{"node-b", "", 0, {b}}, {{"node-a", "", 0, {a}}}, "", {}});
   p.initiator = Comm::create(CommSpec{{"node-a", "", 0, {a}}, {{"node-b", "", 0, {b}}}, "", {}});
   ResponderThread responder(p);
-  json report;
-  try {
-    BenchSettings settings = short_matrix();
-    settings.load_fractions = {0.25};
-    InitiatorOptions options{settings, "", {}};
-    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), options);
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "initiator: " << e.what();
-    p.responder->close();
-  }
+  BenchSettings settings = short_matrix();
+  settings.load_fractions = {0.25};
+  const json report = run_initiator_for(p, InitiatorOptions{settings, "", {}});
   responder.join();
   ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
@@ -253,13 +258,7 @@ TEST(BenchEndToEnd, TensorsAndLatencyUnderLoad) {
   s.load_concurrencies = {1, 2};
   s.load_duration = 0.4;
   s.load_probe_interval = 0.02;
-  json report;
-  try {
-    report = run_initiator(*p.initiator, p.initiator->peer("node-b"), InitiatorOptions{s, "lo", {}, "1.13.1"});
-  } catch (const std::exception& e) {
-    ADD_FAILURE() << "initiator: " << e.what();
-    p.responder->close();
-  }
+  const json report = run_initiator_for(p, InitiatorOptions{s, "lo", {}, "1.13.1"});
   responder.join();
   ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
