@@ -254,6 +254,14 @@ void PeerState::write_paced(std::shared_ptr<OutMessage> message, std::uint64_t o
 }
 
 void PeerState::finish_active(std::error_code ec) {
+  if (ec && ec != asio::error::operation_aborted && active_ && !active_->abort_error && active_connection_) {
+    // The stream broke under the write (its reader may not know yet): end that connection.
+    // on_connection_lost completes this message with the reason and keeps the messages
+    // behind it for the next connection, instead of writing them into the broken one.
+    return active_connection_->fail({ErrorCode::kConnectionClosed, "writing to '" + peer_.node_id +
+                                                                        "' failed: " + ec.message()},
+                                     false);
+  }
   auto message = std::move(active_);
   active_connection_ = nullptr;
   if (!message) return;
