@@ -1,0 +1,94 @@
+// Peers that are real processes (`wcomm node echo`), stopped with SIGSTOP or killed with
+// SIGKILL and started again: liveness, reconnection and restart detection end to end.
+#include <mutex>
+#include <thread>
+
+#include "comm_fixture.h"
+#include "process_util.h"
+
+namespace wcomm::testing {
+namespace {
+
+// node-b as a process that echoes every message on tag 1 back, heartbeating every 0.1 s.
+class EchoPeer {
+ public:
+  EchoPeer() : ports_(free_tcp_ports(2)) {
+    config_ = dir_.write("node-b.yaml",
+                         "local: {node_id: node-b, host: 127.0.0.1, port: " + std::to_string(ports_[1]) + "}\n"
+                         "peers: [{node_id: node-a, host: 127.0.0.1, port: " + std::to_string(ports_[0]) + "}]\n"
+                         "comm: {heartbeat_interval_s: 0.1}\n");
+  }
+  void start() {
+    process_ = Process::spawn({WCOMM_CLI, "node", "--config", config_, "echo", "--src", "node-a", "--tag", "1",
+                               "--count", "0", "--timeout", "60"},
+                              dir_.path(), "echo-" + std::to_string(++starts_));
+  }
+  Process& process() { return process_; }
+  Peer a() const { return {"node-a", "127.0.0.1", ports_[0]}; }
+  Peer b() const { return {"node-b", "127.0.0.1", ports_[1]}; }
+
+ private:
+  TempDir dir_;
+  std::vector<std::uint16_t> ports_;
+  std::string config_;
+  int starts_ = 0;
+  Process process_;
+};
+
+CommConfig fast_heartbeats() {
+  CommConfig c;
+  c.heartbeat_interval_s = 0.1;
+  return c;
+}
+
+// A round trip through the echo process (retried while it starts: its port is not open yet).
+Value echo(Comm& comm, const Peer& b, const Value& v) {
+  wait_value(comm.send(v, b, {}, {.tag = 1}), std::chrono::seconds(20));
+  return wait_value(comm.recv(b, {.tag = 1, .timeout = 10s}), std::chrono::seconds(20)).value;
+}
+
+TEST(CommPeerProcess, AStoppedPeerIsDeclaredDeadWithinThreeHeartbeats) {
+  EchoPeer peer;
+  peer.start();
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  const Peer& b = a->peer("node-b");
+  EXPECT_EQ(echo(*a, b, Value("hello")), Value("hello"));
+  auto waiting = a->recv(b, {.tag = 2});  // no timeout: only liveness can end it
+  ASSERT_TRUE(peer.process().stop());
+  const auto stopped = std::chrono::steady_clock::now();
+  auto r = wait_result(std::move(waiting), 10s);
+  const double took = std::chrono::duration<double>(std::chrono::steady_clock::now() - stopped).count();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+  EXPECT_NE(r.error().message.find("no heartbeat from peer 'node-b'"), std::string::npos) << r.error().message;
+  EXPECT_LT(took, 2.0) << "3 intervals of 0.1 s, plus a tick";
+  // Woken again, it is served again.
+  ASSERT_TRUE(peer.process().cont());
+  EXPECT_EQ(echo(*a, b, Value("again")), Value("again"));
+}
+
+TEST(CommPeerProcess, AKilledPeerThatRestartsIsReachedAgainAndReported) {
+  EchoPeer peer;
+  peer.start();
+  std::mutex mu;  // before the Comm, which reports into it until it is gone
+  std::vector<std::string> events;
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  a->on_peer_event([&](const PeerEvent& e) {
+    std::lock_guard lock(mu);
+    events.push_back(peer_event_name(e.kind));
+  });
+  const Peer& b = a->peer("node-b");
+  EXPECT_EQ(echo(*a, b, Value(1)), Value(1));
+  auto waiting = a->recv(b, {.tag = 2});
+  ASSERT_TRUE(peer.process().kill().has_value());
+  auto r = wait_result(std::move(waiting), 10s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed) << r.error().message;
+  peer.start();  // the same address, a new incarnation
+  EXPECT_EQ(echo(*a, b, Value(2)), Value(2));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(events, (std::vector<std::string>{"up", "down", "restarted", "up"}));
+}
+
+}  // namespace
+}  // namespace wcomm::testing
