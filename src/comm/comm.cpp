@@ -5,6 +5,8 @@
 #include <pthread.h>
 #include <spdlog/spdlog.h>
 
+#include <algorithm>
+#include <cmath>
 #include <cstdio>
 #include <future>
 #include <stdexcept>
@@ -26,6 +28,19 @@ Comm::Impl::~Impl() {
   handshaking.clear();
   peers.clear();
   listeners.clear();
+}
+
+// TCP keepalive on the heartbeat's scale, for peers that do not heartbeat (V0.1): idle
+// 3 intervals, then a probe each interval, dead after 3 unanswered (whole seconds, at least 1).
+transport::Options Comm::Impl::transport_options() const {
+  transport::Options o;
+  o.tcp_nodelay = spec.comm.tcp_nodelay;
+  const double hb = spec.comm.heartbeat_interval_s;
+  if (hb > 0) {
+    o.keepalive_idle_s = std::max(1, static_cast<int>(std::ceil(3 * hb)));
+    o.keepalive_interval_s = std::max(1, static_cast<int>(std::ceil(hb)));
+  }
+  return o;
 }
 
 bool Comm::Impl::post(std::function<void()> fn) {

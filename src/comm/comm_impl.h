@@ -312,7 +312,7 @@ struct Comm::Impl {
   std::function<void(const PeerEvent&)> peer_event_handler;          // loop only
   std::mutex post_mutex;
   bool loop_finished = false;        // under post_mutex
-  transport::Options transport_options() const { return {spec.comm.tcp_nodelay}; }
+  transport::Options transport_options() const;
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Connection> stream);
   void close_from_loop();

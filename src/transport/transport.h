@@ -86,6 +86,10 @@ class Listener {
 // Settings a transport may use; the others ignore them.
 struct Options {
   bool tcp_nodelay = true;
+  // TCP keepalive: probe an idle connection after this many seconds, then every
+  // keepalive_interval_s, giving up after 3 unanswered probes (0: the system's defaults, off).
+  int keepalive_idle_s = 0;
+  int keepalive_interval_s = 0;
 };
 
 // A dial in progress. cancel() ends it: its handler then runs with operation_aborted (loop).

@@ -3,6 +3,9 @@
 #include <poll.h>
 
 #include <atomic>
+#include <cstdio>
+#include <fstream>
+#include <sstream>
 #include <mutex>
 #include <thread>
 
@@ -140,6 +143,39 @@ TEST(CommSession, AHandshakeNotFinishedWithinItsTimeoutIsClosed) {
   EXPECT_TRUE(raw.closed_by_peer());  // within the 5 s receive timeout of RawClient
   for (int i = 0; i < 100 && p.b->stats().connections_rejected == 0; ++i) std::this_thread::sleep_for(10ms);
   EXPECT_EQ(p.b->stats().connections_rejected, 1u);
+}
+
+// The kernel's timer on the established TCP sockets of a local port (/proc/net/tcp "tr":
+// 2 is keepalive, 0 none).
+std::vector<int> tcp_timers(std::uint16_t local_port) {
+  std::ifstream in("/proc/net/tcp");
+  std::string line;
+  std::getline(in, line);  // header
+  std::vector<int> timers;
+  while (std::getline(in, line)) {
+    std::istringstream f(line);
+    std::string slot, local, remote, state, queues, timer;
+    f >> slot >> local >> remote >> state >> queues >> timer;
+    const auto port = static_cast<std::uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
+    if (port == local_port && state == "01") timers.push_back(std::stoi(timer.substr(0, timer.find(':')), nullptr, 16));
+  }
+  return timers;
+}
+
+TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
+  // For V0.1 peers, which send no heartbeats, TCP keepalive is what finds a dead peer.
+  CommConfig with;
+  with.heartbeat_interval_s = 1;
+  CommConfig without;
+  without.heartbeat_interval_s = 0;
+  auto on = make_pair(with, with);
+  wait_value(on.a->send(Value(1), on.a->peer("node-b")));
+  wait_value(on.b->recv(on.b->peer("node-a")));
+  EXPECT_EQ(tcp_timers(on.b->port()), std::vector<int>{2});
+  auto off = make_pair(without, without);
+  wait_value(off.a->send(Value(1), off.a->peer("node-b")));
+  wait_value(off.b->recv(off.b->peer("node-a")));
+  EXPECT_EQ(tcp_timers(off.b->port()), std::vector<int>{0});
 }
 
 }  // namespace

@@ -1,4 +1,7 @@
 // The tcp transport: tcp://host:port over Asio's TCP sockets.
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+
 #include <memory>
 #include <string>
 
@@ -16,9 +19,20 @@ std::string endpoint_text(const tcp::endpoint& e) {
   return (e.address().is_v6() ? "[" + host + "]" : host) + ":" + std::to_string(e.port());
 }
 
+// Keepalive finds a dead peer where nothing else would (a V0.1 peer sends no heartbeats).
+void set_keepalive(tcp::socket& socket, const Options& options) {
+  if (options.keepalive_idle_s <= 0) return;
+  std::error_code ec;
+  socket.set_option(asio::socket_base::keep_alive(true), ec);
+  socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_KEEPIDLE>(options.keepalive_idle_s), ec);
+  socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_KEEPINTVL>(options.keepalive_interval_s), ec);
+  socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_KEEPCNT>(3), ec);
+}
+
 std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options) {
   std::error_code ec;
   socket.set_option(tcp::no_delay(options.tcp_nodelay), ec);
+  set_keepalive(socket, options);
   const auto local = socket.local_endpoint(ec);
   const auto remote = socket.remote_endpoint(ec);
   return make_socket_stream(std::move(socket), "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote));
