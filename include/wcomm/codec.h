@@ -23,10 +23,14 @@ inline constexpr std::uint16_t kProtocolVersion = 1;
 
 // kHeartbeat is a wcomm extension, sent only to peers whose HELLO / HELLO_ACK listed the
 // "heartbeat" feature (docs/wire-format.md); a V0.1 peer never sees it.
-enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32 };
+// kAck likewise, to peers that listed "ack": it acknowledges DATA frames that asked for it.
+enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32, kAck = 33 };
+// DATA header flag (wcomm extension, "ack" feature): the sender asks for an ACK of this frame.
+inline constexpr std::uint8_t kFlagAckRequested = 0x80;
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
+  std::uint8_t flags = 0;  // 0, or kFlagAckRequested on a DATA frame
   std::uint32_t tag = 0;
   std::uint64_t message_id = 0;
   std::uint32_t manifest_size = 0;
@@ -104,6 +108,7 @@ struct Control {
   std::string node_id;
   std::string connection_id;          // 32 lowercase hex chars
   std::vector<std::string> features;  // wcomm extension; absent on the wire when empty
+  std::vector<std::uint64_t> acks;    // ACK: the message_ids acknowledged; absent when empty
 };
 // The whole control frame (header with tag 0 and message_id 0, then the manifest). Throws
 // InvalidArgumentError for kData, or for a HELLO / HELLO_ACK without a node_id or whose

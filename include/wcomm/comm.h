@@ -28,6 +28,11 @@ struct CommOptions {
   std::uint32_t tag = 0;
   std::optional<Seconds> timeout = {};  // none: wait as long as it takes
   bool wait_for_capacity = true;   // send: false fails at once with BackpressureError
+  // send: complete only once the peer has read the whole message (a wcomm peer acknowledges
+  // it; against a V0.1 peer, which cannot, the send completes when the kernel has it, as
+  // without ack). A connection lost before the acknowledgement fails the send, so a message
+  // the peer never got is never reported sent. Costs one small frame back per message.
+  bool ack = false;
 };
 
 struct SendResult {

@@ -222,6 +222,7 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
                                                std::to_string(impl_->spec.comm.max_peer_queued_bytes) + ")"},
         post);
   message->promise = Promise<SendResult>(post);
+  message->wants_ack = options.ack;
   message->peer = state;
   message->comm = impl_;
   message->promise.set_operation(message);

@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <utility>
 #include <vector>
 
 #include <asio.hpp>
@@ -38,7 +39,8 @@ using Clock = std::chrono::steady_clock;
 std::string new_connection_id();
 
 struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
-  enum class State { kWaitingForCapacity, kQueued, kActive, kDone };
+  // kAwaitingAck: written; the promise waits for the peer's ACK (CommOptions::ack).
+  enum class State { kWaitingForCapacity, kQueued, kActive, kAwaitingAck, kDone };
   std::uint64_t id = 0;
   EncodedFrame frame;
   Promise<SendResult> promise;
@@ -46,6 +48,9 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   std::optional<asio::steady_timer> timer;
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
   std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
+  bool wants_ack = false;            // CommOptions::ack
+  Connection* ack_connection = nullptr;  // kAwaitingAck: the connection it was written on
+  std::uint64_t acked_wire_bytes = 0;    // kAwaitingAck: the frame's size, for SendResult
   std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;
@@ -114,6 +119,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   const std::string& connection_id() const { return connection_id_; }
   // The peer's incarnation (a wcomm peer's HELLO / HELLO_ACK says it; empty for V0.1).
   const std::string& peer_incarnation() const { return peer_incarnation_; }
+  bool acks() const { return acks_; }  // both sides listed "ack"
+  // Loop: message_ids read here that asked for an ACK and have not been acknowledged yet.
+  std::vector<std::uint64_t> take_pending_acks() { return std::exchange(pending_acks_, {}); }
+  bool has_pending_acks() const { return !pending_acks_.empty(); }
+  void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
   std::string describe() const { return stream_->describe(); }
@@ -132,6 +142,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // ReadOwner::Sink (called by whoever reads).
   Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
   void on_frame(Frame frame, ReadOwner::Reader reader, Later& later) override;
+  void on_acks(const Frame& frame, ReadOwner::Reader reader) override;
   bool inbound_full() override;
   void abandon_frame(const Error& why, Later& later) override;
   bool others_waiting() override;
@@ -151,6 +162,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::optional<asio::steady_timer> handshake_timer_;
   std::string peer_incarnation_;
   bool heartbeats_ = false;                 // negotiated
+  bool acks_ = false;                       // negotiated
+  std::vector<std::uint64_t> pending_acks_;  // loop only
   Clock::duration silence_limit_{};         // 3 x the longer of the two heartbeat intervals
   std::atomic<std::uint64_t> bytes_written_{0};
   std::optional<asio::steady_timer> liveness_timer_;
@@ -203,6 +216,10 @@ class PeerState {
   // Loop: an idle connection's heartbeat, written unless a frame is on its way (then the
   // frame itself says the connection lives).
   void send_heartbeat(Connection& connection);
+  // Loop: a frame that asked for an ACK was read on connection: acknowledge it when the
+  // connection is free to write; an ACK came for message_ids this side sent.
+  void queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id);
+  void on_acks(const std::vector<std::uint64_t>& message_ids);
   // Inbound bound: true if the connection must pause until the application drains.
   bool pause_if_full(const std::shared_ptr<Connection>& connection);
   void close_all(const Error& error);
@@ -223,6 +240,8 @@ class PeerState {
   void retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
                         std::error_code ec, const std::string& why);
   void fail_sends(const Error& error);
+  void write_acks(Connection& connection);
+  void fail_awaiting_acks(Connection* connection, const Error& error);  // nullptr: all
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   void resume_paused();
@@ -251,6 +270,7 @@ class PeerState {
   std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
   std::shared_ptr<transport::PendingDial> pending_dial_;
+  std::unordered_map<std::uint64_t, std::shared_ptr<OutMessage>> awaiting_ack_;  // by message_id
   std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
   // Fast path shared with callers' threads. inline_connection_ is set only while the peer is
   // idle; callers write on it holding inline_mutex_, and the loop clears it (taking the

@@ -77,13 +77,16 @@ std::vector<std::string> Connection::offered_features() const {
   if (impl_.spec.comm.heartbeat_interval_s > 0)
     out.push_back("heartbeat=" + seconds_text(impl_.spec.comm.heartbeat_interval_s));
   out.push_back("incarnation=" + impl_.incarnation);
+  out.push_back("ack");
   return out;
 }
 
 void Connection::accept_features(const std::vector<std::string>& features) {
   const double own = impl_.spec.comm.heartbeat_interval_s;
   for (const std::string& f : features) {
-    if (f.rfind("incarnation=", 0) == 0) {
+    if (f == "ack") {
+      acks_ = true;
+    } else if (f.rfind("incarnation=", 0) == 0) {
       peer_incarnation_ = f.substr(12);
     } else if (f.rfind("heartbeat=", 0) == 0 && own > 0) {
       double theirs = std::strtod(f.c_str() + 10, nullptr);
@@ -245,6 +248,16 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
   if (reader == ReadOwner::Reader::kCallerBusyPolling)
     impl_.stats.messages_read_busy_polling.fetch_add(1, std::memory_order_relaxed);
   const bool by_loop = reader == ReadOwner::Reader::kLoop;
+  if (header.flags & kFlagAckRequested) {
+    // Acknowledged once read whole (the sender's send completes then), on the loop.
+    if (by_loop) {
+      peer_->queue_ack(shared_from_this(), header.message_id);
+    } else {
+      impl_.post([weak = weak_from_this(), id = header.message_id] {
+        if (auto self = weak.lock(); self && !self->failed_) self->peer_->queue_ack(self, id);
+      });
+    }
+  }
   if (auto into = std::move(frame_into_)) {
     frame_into_.reset();
     if (into_mismatch_)
@@ -254,6 +267,15 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
     return peer_->complete_into_waiter(into, std::move(message), by_loop, later);
   }
   peer_->deliver(header.tag, std::move(message), by_loop, later);
+}
+
+void Connection::on_acks(const Frame& frame, ReadOwner::Reader reader) {
+  auto control = decode_control(frame.header, frame.manifest);
+  if (!control || control.value().acks.empty()) return;  // nothing this side can use
+  if (reader == ReadOwner::Reader::kLoop) return peer_->on_acks(control.value().acks);
+  impl_.post([weak = weak_from_this(), acks = std::move(control.value().acks)] {
+    if (auto self = weak.lock()) self->peer_->on_acks(acks);
+  });
 }
 
 bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()); }

@@ -43,7 +43,8 @@ bool PeerState::has_capacity_for(std::uint64_t bytes) const {
 Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   Future<SendResult> future = message->promise.future();
   std::unique_lock lock(inline_mutex_);
-  if (inline_connection_ && posted_sends_ == 0) {
+  // (A send that wants an ACK goes through the loop, which knows whether the peer gives one.)
+  if (inline_connection_ && posted_sends_ == 0 && !message->wants_ack) {
     std::error_code ec;
     inline_connection_->mark_used();
     std::size_t written = inline_connection_->try_write(message->gather(), ec);
@@ -182,6 +183,13 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
       message->state = OutMessage::State::kDone;  // skipped lazily by pump
       release(*message);
       break;
+    case OutMessage::State::kAwaitingAck:
+      // Written already: only its wait for the ACK ends; the connection goes on.
+      message->state = OutMessage::State::kDone;
+      awaiting_ack_.erase(message->id);
+      message->timer.reset();
+      message->promise.complete(std::move(error));
+      return;
     case OutMessage::State::kActive:
       // A partial frame cannot be resumed: drop the connection. Once the stream is closed
       // (right here, on the loop) nothing touches the message's memory again.
@@ -209,8 +217,62 @@ Connection* PeerState::send_connection() const {
 }
 
 void PeerState::pump() {
+  for (const auto& c : connections_)
+    if (c->has_pending_acks() && !c->writing() && active_connection_ != c.get()) write_acks(*c);
   pump_queue();
   refresh_inline();
+}
+
+// ---- acknowledgements (CommOptions::ack, "ack" feature) -----------------------------------
+
+void PeerState::queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id) {
+  if (closed_ || std::find(connections_.begin(), connections_.end(), connection) == connections_.end()) return;
+  connection->queue_ack(message_id);
+  pump();
+}
+
+// One ACK frame for every acknowledgement queued on the connection, written between frames.
+void PeerState::write_acks(Connection& connection) {
+  {
+    std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
+    if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way: after it
+    inline_connection_.reset();
+  }
+  Control control;
+  control.acks = connection.take_pending_acks();
+  auto frame = std::make_shared<std::vector<std::uint8_t>>(encode_control(FrameKind::kAck, control));
+  connection.write({asio::buffer(*frame)}, [frame](std::error_code) {});  // its completion pumps
+}
+
+void PeerState::on_acks(const std::vector<std::uint64_t>& message_ids) {
+  for (std::uint64_t id : message_ids) {
+    auto found = awaiting_ack_.find(id);
+    if (found == awaiting_ack_.end()) continue;  // timed out or cancelled meanwhile
+    auto message = std::move(found->second);
+    awaiting_ack_.erase(found);
+    message->state = OutMessage::State::kDone;
+    message->timer.reset();
+    impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
+    impl_.stats.wire_bytes_sent.fetch_add(message->acked_wire_bytes, std::memory_order_relaxed);
+    message->promise.complete(SendResult{message->id, message->acked_wire_bytes});
+  }
+}
+
+void PeerState::fail_awaiting_acks(Connection* connection, const Error& error) {
+  std::vector<std::shared_ptr<OutMessage>> failed;
+  for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end();) {
+    if (connection && it->second->ack_connection != connection) {
+      ++it;
+      continue;
+    }
+    failed.push_back(std::move(it->second));
+    it = awaiting_ack_.erase(it);
+  }
+  for (auto& m : failed) {
+    m->state = OutMessage::State::kDone;
+    m->timer.reset();
+    m->promise.complete(error);
+  }
 }
 
 void PeerState::pump_queue() {
@@ -224,6 +286,8 @@ void PeerState::pump_queue() {
   active_->state = OutMessage::State::kActive;
   active_connection_ = connection;
   connection->mark_used();
+  // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
+  active_->frame.head[7] = active_->wants_ack && connection->acks() ? kFlagAckRequested : 0;
   if (pacer_.enabled()) return write_paced(active_, 0);
   connection->write(active_->gather(), [this, message = active_](std::error_code ec) {
     if (active_ == message) finish_active(ec);  // else it was completed when its connection died
@@ -263,18 +327,27 @@ void PeerState::finish_active(std::error_code ec) {
                                      false);
   }
   auto message = std::move(active_);
-  active_connection_ = nullptr;
+  Connection* written_on = std::exchange(active_connection_, nullptr);
   if (!message) return;
   message->state = OutMessage::State::kDone;
-  message->timer.reset();
   release(*message);
   std::uint64_t wire_bytes = message->bytes();
   message->frame.segments.clear();  // the writer is done with the caller's memory
+  const bool awaits_ack = !ec && !message->abort_error && written_on && message->frame.head.size() > 7 &&
+                          message->frame.head[7] == kFlagAckRequested;
+  if (!awaits_ack) message->timer.reset();
   if (message->abort_error) {
     message->promise.complete(*message->abort_error);
   } else if (ec) {
     message->promise.complete(Error{ErrorCode::kConnectionClosed,
                                     "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
+  } else if (awaits_ack) {
+    // Written; the send completes when the peer acknowledges it (on_acks), fails if the
+    // connection ends first, and keeps its timeout. Its queue capacity is free again.
+    message->state = OutMessage::State::kAwaitingAck;
+    message->ack_connection = written_on;
+    message->acked_wire_bytes = wire_bytes;
+    awaiting_ack_[message->id] = message;
   } else {
     impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
     impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
@@ -463,6 +536,12 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
                                    "connection to '" + peer_.node_id + "' ended while sending: " + error.message};
     finish_active(asio::error::operation_aborted);
   }
+  // Sends written here that wait for their ACK will never get it: they fail (the peer may or
+  // may not have read them; the application decides whether to send again).
+  fail_awaiting_acks(&connection,
+                     Error{error.code == ErrorCode::kPeerRestarted ? error.code : ErrorCode::kConnectionClosed,
+                           "sent to '" + peer_.node_id + "', but the connection ended before it acknowledged the "
+                           "message: " + error.message});
   // Messages not yet started stay queued for the next connection (dialed below); they fail
   // only if the peer cannot be reached again, or at their own timeout.
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
@@ -507,6 +586,7 @@ void PeerState::close_all(const Error& error) {
     finish_active(asio::error::operation_aborted);
   }
   fail_sends(error);
+  fail_awaiting_acks(nullptr, error);
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
     std::lock_guard lock(recv_mutex_);

@@ -42,6 +42,10 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until,
     }
     Frame frame = reader_.take();
     if (frame.header.kind == FrameKind::kHeartbeat) continue;  // liveness only: its bytes were counted
+    if (frame.header.kind == FrameKind::kAck) {
+      sink_.on_acks(frame, reader);
+      continue;
+    }
     if (frame.header.kind != FrameKind::kData) {
       // CLOSE, or a handshake frame after the handshake: reading ends here (the loop reports it).
       reader_.fail_with(frame.header.kind == FrameKind::kClose

@@ -59,6 +59,8 @@ class ReadOwner {
     // A whole DATA frame: deliver it (this completes its recv). Callbacks that must run on
     // the loop go to `later`, which the loop runs once it no longer owns the reading.
     virtual void on_frame(Frame frame, Reader reader, Later& later) = 0;
+    // An ACK frame: the peer acknowledges messages this side sent (CommOptions::ack).
+    virtual void on_acks(const Frame& frame, Reader reader) = 0;
     // Under mu_: whether the inbound bound is reached (then reading pauses until resume()).
     virtual bool inbound_full() = 0;
     // The frame being read will not complete (the stream failed or was closed).

@@ -12,8 +12,8 @@ using Packer = codec_detail::Packer;
 
 std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control) {
   bool handshake = kind == FrameKind::kHello || kind == FrameKind::kHelloAck;
-  if (!handshake && kind != FrameKind::kClose && kind != FrameKind::kHeartbeat)
-    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK, CLOSE or HEARTBEAT, not kind " +
+  if (!handshake && kind != FrameKind::kClose && kind != FrameKind::kHeartbeat && kind != FrameKind::kAck)
+    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK, CLOSE, HEARTBEAT or ACK, not kind " +
                                std::to_string(static_cast<int>(kind)));
   if (handshake && control.node_id.empty()) throw InvalidArgumentError("a handshake frame needs a node_id");
   if (handshake && !codec_detail::is_connection_id(control.connection_id))
@@ -27,7 +27,7 @@ std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control)
     // what is set. "features" is a wcomm extension, so it is left out when empty and a V0.1
     // peer sees exactly the frame it expects.
     bool with_ids = handshake || !control.node_id.empty() || !control.connection_id.empty();
-    std::uint32_t entries = (with_ids ? 2 : 0) + (control.features.empty() ? 0 : 1);
+    std::uint32_t entries = (with_ids ? 2 : 0) + (control.features.empty() ? 0 : 1) + (control.acks.empty() ? 0 : 1);
     p.pack_map(2);
     pack_name(p, "control");
     p.pack_map(entries);
@@ -41,6 +41,11 @@ std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control)
       pack_name(p, "features");
       p.pack_array(static_cast<std::uint32_t>(control.features.size()));
       for (const auto& f : control.features) pack_str(p, f, "feature name");
+    }
+    if (!control.acks.empty()) {
+      pack_name(p, "acks");
+      p.pack_array(static_cast<std::uint32_t>(control.acks.size()));
+      for (std::uint64_t id : control.acks) p.pack_uint64(id);
     }
     pack_name(p, "segments");
     p.pack_array(0);
@@ -58,7 +63,8 @@ std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control)
 Result<Control> decode_control(const FrameHeader& header, std::span<const std::uint8_t> manifest) {
   return codec_detail::run_guarded([&]() -> Result<Control> {
     bool handshake = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloAck;
-    if (!handshake && header.kind != FrameKind::kClose && header.kind != FrameKind::kHeartbeat)
+    if (!handshake && header.kind != FrameKind::kClose && header.kind != FrameKind::kHeartbeat &&
+        header.kind != FrameKind::kAck)
       fail(ErrorCode::kProtocol, "decode_control called on a DATA frame");
     if (header.segment_count != 0 || header.payload_size != 0)
       fail(ErrorCode::kProtocol, "a control frame carries no segments, but this one declares " +
@@ -113,6 +119,13 @@ Result<Control> decode_control(const FrameHeader& header, std::span<const std::u
         if (kv.val.type != object_type::ARRAY) fail(ErrorCode::kProtocol, "control field 'features' must be an array");
         for (std::uint32_t k = 0; k < kv.val.via.array.size; ++k)
           out.features.push_back(text(kv.val.via.array.ptr[k], "features"));
+      } else if (key == "acks") {
+        if (kv.val.type != object_type::ARRAY) fail(ErrorCode::kProtocol, "control field 'acks' must be an array");
+        for (std::uint32_t k = 0; k < kv.val.via.array.size; ++k) {
+          const auto& id = kv.val.via.array.ptr[k];
+          if (id.type != object_type::POSITIVE_INTEGER) fail(ErrorCode::kProtocol, "control field 'acks' holds message ids");
+          out.acks.push_back(id.via.u64);
+        }
       }
     }
     if (handshake) {

@@ -30,7 +30,7 @@ void write_header(const FrameHeader& header, std::uint8_t out[kHeaderSize]) {
   std::memcpy(out, kMagic, 4);
   store_be<std::uint16_t>(out + 4, kProtocolVersion);
   out[6] = static_cast<std::uint8_t>(header.kind);
-  out[7] = 0;  // flags
+  out[7] = header.flags;
   store_be<std::uint32_t>(out + 8, header.tag);
   store_be<std::uint64_t>(out + 12, header.message_id);
   store_be<std::uint32_t>(out + 20, header.manifest_size);
@@ -70,10 +70,12 @@ Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommC
     FrameHeader h;
     std::uint8_t kind = in[6];
     switch (kind) {
-      case 1: case 2: case 3: case 16: case 32: h.kind = static_cast<FrameKind>(kind); break;
+      case 1: case 2: case 3: case 16: case 32: case 33: h.kind = static_cast<FrameKind>(kind); break;
       default: fail(ErrorCode::kProtocol, "unknown frame kind " + std::to_string(kind));
     }
-    if (in[7] != 0) fail(ErrorCode::kProtocol, "frame flags must be 0, got " + std::to_string(in[7]));
+    if (in[7] != 0 && !(in[7] == kFlagAckRequested && h.kind == FrameKind::kData))
+      fail(ErrorCode::kProtocol, "frame flags must be 0, got " + std::to_string(in[7]));
+    h.flags = in[7];
     h.tag = load_be<std::uint32_t>(in + 8);
     h.message_id = load_be<std::uint64_t>(in + 12);
     h.manifest_size = load_be<std::uint32_t>(in + 20);

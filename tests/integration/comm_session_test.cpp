@@ -178,5 +178,63 @@ TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
   EXPECT_EQ(tcp_timers(off.b->port()), std::vector<int>{0});
 }
 
+// Raw peers dial node-a's listener here, so node-a's sends come back on their connection.
+FrameHeader read_frame_header(RawClient& raw, std::vector<std::uint8_t>* rest) {
+  auto head = raw.read(kHeaderSize);
+  EXPECT_EQ(head.size(), kHeaderSize);
+  auto header = parse_header(head.data(), CommConfig{});
+  EXPECT_TRUE(header.ok()) << header.error().message;
+  *rest = raw.read(header.value().manifest_size + header.value().payload_size);
+  return header.value();
+}
+
+TEST(CommAck, AnAckedSendCompletesOnlyWhenTheWcommPeerAcknowledges) {
+  auto p = make_pair();
+  RawClient raw(p.b->port());  // a hand-made node-a that lists "ack"
+  raw_handshake(raw, {"ack", "incarnation=00000000000000cc"}, "00000000000000000000000000000006");
+  auto sent = p.b->send(Value("please ack"), p.b->peer("node-a"), {}, {.ack = true});
+  std::vector<std::uint8_t> rest;
+  const FrameHeader header = read_frame_header(raw, &rest);
+  EXPECT_EQ(header.kind, FrameKind::kData);
+  EXPECT_EQ(header.flags, kFlagAckRequested);
+  EXPECT_EQ(sent.wait_for(100ms), nullptr) << "no ACK yet: the send waits";
+  Control ack;
+  ack.acks = {header.message_id};
+  raw.write(encode_control(FrameKind::kAck, ack));
+  auto r = wait_result(std::move(sent));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().message_id, header.message_id);
+  // Without ack the same send completes at once, and its frame asks for nothing.
+  wait_value(p.b->send(Value("no ack"), p.b->peer("node-a")));
+  EXPECT_EQ(read_frame_header(raw, &rest).flags, 0);
+}
+
+TEST(CommAck, AV01PeerGetsNoFlagAndTheSendCompletesAsWithoutAck) {
+  auto p = make_pair();
+  RawClient raw(p.b->port());
+  raw_handshake(raw, {}, "00000000000000000000000000000007");  // V0.1: no features
+  wait_value(p.b->send(Value("v01"), p.b->peer("node-a"), {}, {.ack = true}));
+  std::vector<std::uint8_t> rest;
+  EXPECT_EQ(read_frame_header(raw, &rest).flags, 0);
+}
+
+TEST(CommAck, BetweenWcommNodesAckedSendsRoundTrip) {
+  auto p = make_pair();
+  for (int i = 0; i < 20; ++i) wait_value(p.a->send(Value(i), p.a->peer("node-b"), {}, {.ack = true}));
+  for (int i = 0; i < 20; ++i) EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(i));
+  EXPECT_EQ(p.a->stats().messages_sent, 20u);
+}
+
+TEST(CommAck, AnAckedSendTimesOutWithoutDroppingTheConnection) {
+  auto p = make_pair();
+  RawClient raw(p.b->port());
+  raw_handshake(raw, {"ack", "incarnation=00000000000000dd"}, "00000000000000000000000000000008");
+  auto r = wait_result(p.b->send(Value("never acked"), p.b->peer("node-a"), {}, {.timeout = 0.2s, .ack = true}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout);
+  wait_value(p.b->send(Value("still connected"), p.b->peer("node-a")));
+  EXPECT_EQ(p.b->stats().connections_accepted, 1u);
+}
+
 }  // namespace
 }  // namespace wcomm::testing

@@ -327,5 +327,21 @@ TEST(CommSessionFaults, MessagesNotYetStartedGoOutOnTheNextConnection) {
   }
 }
 
+TEST(CommSessionFaults, AnAckedSendLostOnTheWayFailsInsteadOfReportingSuccess) {
+  Proxied p = make_proxied();
+  warm_up(p);
+  // The proxy takes node-a's bytes and drops them: the kernel has them, node-b never will.
+  p.proxy->set_black_hole(Direction::kToTarget, true);
+  auto unacked = p.a->send(Value("lost, reported sent"), p.b_seen_by_a());
+  auto acked = p.a->send(Value("lost, reported failed"), p.b_seen_by_a(), {}, {.ack = true});
+  EXPECT_TRUE(wait_result(std::move(unacked)).ok()) << "without ack, handing it to the kernel is success";
+  EXPECT_EQ(acked.wait_for(200ms), nullptr);
+  p.proxy->reset();
+  auto r = wait_result(std::move(acked));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+  EXPECT_NE(r.error().message.find("before it acknowledged"), std::string::npos) << r.error().message;
+}
+
 }  // namespace
 }  // namespace wcomm::testing
