@@ -54,7 +54,7 @@ CommOptions CoreComm::options(std::uint32_t tag, std::optional<double> timeout, 
 }
 
 py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
-                         std::optional<double> timeout, bool wait_for_capacity, int spin_us) {
+                         std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack) {
   const Peer& dst = comm_->peer(peer);
   EncodeContext ctx;
   ctx.encoders = encoders_;
@@ -66,7 +66,9 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
   Future<SendResult> future;
   {
     py::gil_scoped_release release;
-    future = comm_->send(std::move(value), dst, std::move(piggy), options(tag, timeout, wait_for_capacity));
+    CommOptions o = options(tag, timeout, wait_for_capacity);
+    o.ack = ack;
+    future = comm_->send(std::move(value), dst, std::move(piggy), o);
     // The loop thread usually writes a small message within microseconds; catching that here
     // saves a trip through the completion queue and a wake-up of the asyncio loop.
     if (spin_us > 0) {

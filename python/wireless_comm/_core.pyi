@@ -38,6 +38,7 @@ class Comm:
         timeout: Optional[float],
         wait_for_capacity: bool,
         spin_us: int,
+        ack: bool = False,
     ) -> Tuple[int, Optional[List[Any]], Optional[Tuple[int, int]]]: ...
     def recv(
         self, peer: str, tag: int, timeout: Optional[float], tensor_mode: int, wait_us: int

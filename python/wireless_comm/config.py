@@ -58,11 +58,14 @@ class Peer:
 @dataclass(frozen=True)
 class CommOptions:
     """Per-operation options: the tag to match on, a timeout in seconds (None: wait as long as
-    it takes), and whether send waits for queue capacity (False: BackpressureError at once)."""
+    it takes), whether send waits for queue capacity (False: BackpressureError at once), and
+    (wcomm) whether send completes only once a wcomm peer acknowledges having read the message
+    (ack=True; a V0.1 peer cannot, and there the send completes as without ack)."""
 
     tag: int = 0
     timeout: Optional[float] = None
     wait_for_capacity: bool = True
+    ack: bool = False
 
     def __post_init__(self) -> None:
         if not _is_int(self.tag) or not 0 <= self.tag <= _U32_MAX:
@@ -73,6 +76,8 @@ class CommOptions:
             raise ValueError(f"CommOptions.timeout must be None or a positive number of seconds, got {self.timeout!r}")
         if not isinstance(self.wait_for_capacity, bool):
             raise ValueError(f"CommOptions.wait_for_capacity must be a bool, got {self.wait_for_capacity!r}")
+        if not isinstance(self.ack, bool):
+            raise ValueError(f"CommOptions.ack must be a bool, got {self.ack!r}")
 
 
 _INT_FIELDS = (

@@ -8,7 +8,7 @@ import asyncio
 import pytest
 
 import wireless_comm
-from wireless_comm import CommConfig, ConnectionClosedError, PeerEvent, PeerRestartedError
+from wireless_comm import CommConfig, CommOptions, ConnectionClosedError, PeerEvent, PeerRestartedError
 
 from helpers import make_pair, run
 
@@ -46,3 +46,22 @@ def test_session_settings_are_checked():
         CommConfig(reconnect_backoff_initial_s=5, reconnect_backoff_max_s=1)
     with pytest.raises(ValueError, match="handshake_timeout_s"):
         CommConfig(handshake_timeout_s=0)
+
+
+def test_an_acked_send_completes_once_the_peer_has_read_it():
+    async def main():
+        a, b = await make_pair()
+        result = await a.send("acked", a.peer("node-b"), options=CommOptions(ack=True))
+        assert result.wire_bytes > 0
+        got, _ = await b.recv(b.peer("node-a"))
+        assert got == "acked"
+        assert a.stats()["messages_sent"] == 1
+        await a.close()
+        await b.close()
+
+    run(main())
+
+
+def test_ack_must_be_a_bool():
+    with pytest.raises(ValueError, match="ack"):
+        CommOptions(ack=1)
