@@ -17,6 +17,7 @@
 #include <gtest/gtest.h>
 #include <nlohmann/json.hpp>
 
+#include "netns_util.h"
 #include "process_util.h"
 
 namespace {
@@ -31,54 +32,12 @@ using namespace std::chrono_literals;
 constexpr double kLinkMbps = 100.0;
 constexpr double kPayloadCapacityMbps = kLinkMbps * 1448.0 / 1514.0;
 
-int sh(const std::string& command) { return std::system((command + " >/dev/null 2>&1").c_str()); }
-
-// Two namespaces and the shaped veth between them; deleted (with everything in them) on
-// destruction, also when the test fails.
-struct Namespaces {
-  std::string a = "wcomm-bench-a-" + std::to_string(getpid());
-  std::string b = "wcomm-bench-b-" + std::to_string(getpid());
-  bool created = false;
-
-  bool create(std::string& why) {
-    if (sh("ip netns add " + a) != 0) {
-      why = "ip netns add failed";
-      return false;
-    }
-    created = true;
-    const std::vector<std::string> steps = {
-        "ip netns add " + b,
-        "ip link add wcb-a netns " + a + " type veth peer name wcb-b netns " + b,
-        "ip -n " + a + " addr add 192.0.2.1/24 dev wcb-a",
-        "ip -n " + b + " addr add 192.0.2.2/24 dev wcb-b",
-        "ip -n " + a + " link set lo up",
-        "ip -n " + b + " link set lo up",
-        "ip -n " + a + " link set wcb-a up",
-        "ip -n " + b + " link set wcb-b up",
-        "ip netns exec " + a + " tc qdisc add dev wcb-a root tbf rate 100mbit burst 32kbit latency 50ms",
-        "ip netns exec " + b + " tc qdisc add dev wcb-b root tbf rate 100mbit burst 32kbit latency 50ms",
-    };
-    for (const auto& step : steps)
-      if (sh(step) != 0) {
-        why = "failed: " + step;
-        return false;
-      }
-    return true;
-  }
-
-  ~Namespaces() {
-    if (!created) return;
-    sh("ip netns del " + a);
-    sh("ip netns del " + b);
-  }
-};
-
 TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns, tc)";
   const auto started = std::chrono::steady_clock::now();
-  Namespaces ns;
+  wcomm::testing::Namespaces ns("wcomm-bench");
   std::string why;
-  if (!ns.create(why)) GTEST_SKIP() << "no network namespaces here: " << why;
+  if (!ns.create(why, "tbf rate 100mbit burst 32kbit latency 50ms")) GTEST_SKIP() << "no network namespaces here: " << why;
 
   wcomm::testing::TempDir dir;
   const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 192.0.2.1, port: 0}\n"
