@@ -32,6 +32,12 @@ using namespace std::chrono_literals;
 constexpr double kLinkMbps = 100.0;
 constexpr double kPayloadCapacityMbps = kLinkMbps * 1448.0 / 1514.0;
 
+// Heartbeats off: with them (the default, every 2 s) the median upload over this link read
+// 81-89 Mbit/s in five of about ten runs, below the 10 % bound (without: 91.5-95.6 in eight
+// runs). Whether and why heartbeats cost goodput on a tbf-shaped link is an open finding of
+// the sessions work (docs/performance.md); this test is about the bench reading a known link.
+const std::string kNoHeartbeats = "comm: {heartbeat_interval_s: 0}\n";
+
 TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
   if (geteuid() != 0) GTEST_SKIP() << "needs root (ip netns, tc)";
   const auto started = std::chrono::steady_clock::now();
@@ -41,9 +47,9 @@ TEST(BenchNetns, ShapedVethReadsAsWhatItIs) {
 
   wcomm::testing::TempDir dir;
   const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 192.0.2.1, port: 0}\n"
-                                                 "peers: [{node_id: node-b, host: 192.0.2.2, port: 47011}]\n");
+                                                 "peers: [{node_id: node-b, host: 192.0.2.2, port: 47011}]\n" + kNoHeartbeats);
   const std::string b_yaml = dir.write("b.yaml", "local: {node_id: node-b, host: 192.0.2.2, port: 47011}\n"
-                                                 "peers: [{node_id: node-a, host: 192.0.2.1, port: 1}]\n");
+                                                 "peers: [{node_id: node-a, host: 192.0.2.1, port: 1}]\n" + kNoHeartbeats);
   const std::string report_path = (dir.path() / "report.json").string();
 
   auto responder = wcomm::testing::Process::spawn({"ip", "netns", "exec", ns.b, WCOMM_CLI, "bench", "--config", b_yaml,
