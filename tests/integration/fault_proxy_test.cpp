@@ -250,12 +250,21 @@ TEST(FaultProxy, SetTargetSendsNewConnectionsToARestartedNode) {
 }
 
 TEST(FaultProxy, ATargetThatRefusesMakesTheProxyResetTheClient) {
-  ReservedPort nobody;  // bound, never listening: connecting is refused
-  FaultProxy proxy(nobody.port());
+  // Bound, never listening: connecting is refused. Without SO_REUSEADDR (unlike ReservedPort),
+  // so no other socket, the proxy's own listener included, can ever be given this port.
+  const int nobody = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(nobody, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(nobody, reinterpret_cast<sockaddr*>(&addr), &len);
+  FaultProxy proxy(ntohs(addr.sin_port));
   RawClient client(proxy.port());
   ASSERT_TRUE(client.connected());
   EXPECT_TRUE(client.closed_by_peer());
   EXPECT_TRUE(proxy.wait_until([](const FaultProxyCounters& c) { return c.connections_reset == 1; }, 2000ms));
+  ::close(nobody);
 }
 
 TEST(ChildProcess, StopsContinuesAndKills) {
