@@ -249,8 +249,8 @@ class PeerState {
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
   std::vector<Address> endpoints_;   // where the peer is dialed, in order
-  std::size_t refused_dials_ = 0;    // in a row, for the fast failure on refused dials
-  Clock::time_point refused_since_;  // the first of them
+  // Since when every dial in a row was refused (none: the last was not), for the fast failure.
+  std::optional<Clock::time_point> refused_since_;
   std::string incarnation_;          // the peer's, as its last handshake said
   std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);

@@ -378,7 +378,7 @@ void PeerState::fail_sends(const Error& error) {
 void PeerState::ensure_connection() {
   if (!connections_.empty() || dialing_ || closed_) return;
   dialing_ = true;
-  refused_dials_ = 0;
+  refused_since_.reset();
   dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)),
        std::chrono::duration_cast<std::chrono::milliseconds>(Seconds(impl_.spec.comm.reconnect_backoff_initial_s)), 0);
 }
@@ -422,8 +422,8 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   // The next address of the peer, at once; after the last, back to the first after a pause.
   const std::size_t next = (address_index + 1) % endpoints_.size();
   const auto now = Clock::now();
-  if (!refused(ec)) refused_dials_ = 0;
-  else if (refused_dials_++ == 0) refused_since_ = now;
+  if (!refused(ec)) refused_since_.reset();
+  else if (!refused_since_) refused_since_ = now;
   const bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();
   // After the last address, a pause with jitter (0.75 to 1.25 of the backoff), so that peers
   // that lost each other at the same moment do not redial in lockstep.
@@ -436,9 +436,9 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   if (now + pause >= deadline || ec == asio::error::timed_out)
     failure = "could not connect to '" + peer_.node_id + "' at " + where + " within " +
               seconds_text(impl_.spec.comm.connect_timeout_s) + " s (connect_timeout_s): " + why;
-  else if (refused_dials_ > 0 && now - refused_since_ >= kRefusedFor)
+  else if (refused_since_ && now - *refused_since_ >= kRefusedFor)
     failure = "could not connect to '" + peer_.node_id + "' at " + where + ": " + why + " for " +
-              seconds_text(std::round(std::chrono::duration<double>(now - refused_since_).count() * 10) / 10) +
+              seconds_text(std::round(std::chrono::duration<double>(now - *refused_since_).count() * 10) / 10) +
               " s (is the node running and listening there?)";
   if (nothing_to_send || !failure.empty()) {
     dialing_ = false;

@@ -1,7 +1,5 @@
 // Sessions: features negotiated in HELLO (wcomm peers only), heartbeats on idle connections,
 // a silent peer declared dead, restart detection by incarnation, and peer events.
-#include <poll.h>
-
 #include <atomic>
 #include <cstdio>
 #include <fstream>

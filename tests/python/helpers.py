@@ -7,6 +7,7 @@ import asyncio
 import os
 import socket
 import struct
+import subprocess
 import sys
 from typing import Any, Awaitable, List, Optional, Tuple
 
@@ -112,3 +113,35 @@ class RawClient:
 
     def close(self) -> None:
         self.sock.close()
+
+
+CHILD_DEADLINE_S = 30  # how long a CLI child process may take
+
+
+def start(argv: List[str], **kwargs: Any) -> subprocess.Popen:
+    """A child process with this test's wireless_comm, its output captured as text."""
+    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
+                            **kwargs)
+
+
+def finish(proc: subprocess.Popen, deadline_s: float = CHILD_DEADLINE_S) -> Tuple[int, str, str]:
+    """(exit code, stdout, stderr) of proc, failing the test (and killing it) past the deadline."""
+    import pytest
+    try:
+        out, err = proc.communicate(timeout=deadline_s)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        out, err = proc.communicate()
+        pytest.fail(f"{proc.args} did not finish within {deadline_s} s: {out}{err}")
+    return proc.returncode, out, err
+
+
+def write_node_pair(directory: str) -> Tuple[str, str]:
+    """node-a.yaml and node-b.yaml in directory, each naming the other, on free ports."""
+    pa, pb = free_port(), free_port()
+    a, b = os.path.join(directory, "node-a.yaml"), os.path.join(directory, "node-b.yaml")
+    with open(a, "w") as f:
+        f.write(node_yaml("node-a", pa, "node-b", pb))
+    with open(b, "w") as f:
+        f.write(node_yaml("node-b", pb, "node-a", pa))
+    return a, b

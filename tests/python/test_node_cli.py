@@ -11,7 +11,7 @@ import pytest
 import torch
 
 from wireless_comm import Comm, CommOptions, Peer, load_runtime_config
-from helpers import PYTHON, child_env, free_port, node_yaml, run, wcomm_cli
+from helpers import PYTHON, child_env, finish, free_port, node_yaml, run, start, wcomm_cli, write_node_pair
 
 DEADLINE_S = 30
 
@@ -20,11 +20,7 @@ needs_cli = pytest.mark.skipif(wcomm_cli() is None, reason="the C++ wcomm CLI is
 
 @pytest.fixture
 def configs(tmp_path):
-    pa, pb = free_port(), free_port()
-    a, b = tmp_path / "node-a.yaml", tmp_path / "node-b.yaml"
-    a.write_text(node_yaml("node-a", pa, "node-b", pb))
-    b.write_text(node_yaml("node-b", pb, "node-a", pa))
-    return str(a), str(b)
+    return write_node_pair(str(tmp_path))
 
 
 def py_node(config, *args):
@@ -35,18 +31,6 @@ def cpp_node(config, *args):
     return [wcomm_cli(), "node", "--config", config, *args]
 
 
-def start(argv):
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env())
-
-
-def finish(proc):
-    try:
-        out, err = proc.communicate(timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"{proc.args} did not finish within {DEADLINE_S} s: {out}{err}")
-    return proc.returncode, out, err
 
 
 def echo_round_trip(server_argv, client_argv):

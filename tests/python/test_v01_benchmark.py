@@ -14,7 +14,7 @@ import pytest
 import torch
 
 from wireless_comm import benchmark
-from helpers import PYTHON, REPO, child_env, free_port, node_yaml
+from helpers import PYTHON, REPO, child_env, free_port, node_yaml, write_node_pair
 
 DEADLINE_S = 60
 needs_wcomm = pytest.mark.skipif(benchmark.find_wcomm() is None,
@@ -39,11 +39,7 @@ def run_module(argv, timeout=DEADLINE_S):
 
 @pytest.fixture
 def configs(tmp_path):
-    pa, pb = free_port(), free_port()
-    a, b = tmp_path / "node-a.yaml", tmp_path / "node-b.yaml"
-    a.write_text(node_yaml("node-a", pa, "node-b", pb))
-    b.write_text(node_yaml("node-b", pb, "node-a", pa))
-    return a, b
+    return write_node_pair(str(tmp_path))
 
 
 class Background:

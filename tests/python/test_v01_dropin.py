@@ -31,7 +31,7 @@ from wireless_comm import (
     UnsupportedPayloadError,
     load_runtime_config,
 )
-from helpers import PYTHON, REPO, child_env, free_port, make_pair, node_yaml, run, wcomm_cli
+from helpers import PYTHON, REPO, child_env, finish, free_port, make_pair, node_yaml, run, start, wcomm_cli
 
 DEADLINE_S = 30
 
@@ -46,19 +46,6 @@ V01_COMM_KEYS = {
 # -- running things -----------------------------------------------------------------------------
 
 
-def start(argv, **kwargs):
-    return subprocess.Popen(argv, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True, env=child_env(),
-                            **kwargs)
-
-
-def finish(proc):
-    try:
-        out, err = proc.communicate(timeout=DEADLINE_S)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        out, err = proc.communicate()
-        pytest.fail(f"{proc.args} did not finish within {DEADLINE_S} s: {out}{err}")
-    return proc.returncode, out, err
 
 
 def run_script(tmp_path, source, *args):
