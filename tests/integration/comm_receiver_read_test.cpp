@@ -339,14 +339,15 @@ TEST(CommReceiverRead, LoopSleepsWhileCallersRead) {
   // While threads read their own messages, the loops stand down for longer and longer. They
   // used to wake about twice a millisecond each (a timer, then the watch it armed), which held
   // up the readers' next messages on two cores: 3.5 wake-ups per ms for the two loops here in
-  // a Release build, against about 0.6 now (0.4 under TSan, where rounds are slower).
+  // a Release build, against about 0.6 now (0.4 under TSan, where rounds are slower, and up
+  // to 1.5 under ASan beside another test on two cores). The bound sits between the two.
   auto p = connected_pair();
   const auto start = std::chrono::steady_clock::now();
   const std::uint64_t before = loop_thread_sleeps();
   ping_pong(p, 3000);
   const std::uint64_t sleeps = loop_thread_sleeps() - before;
   const double ms = seconds_since(start) * 1000;
-  EXPECT_LT(static_cast<double>(sleeps), ms + 20) << sleeps << " loop wake-ups in " << ms << " ms";
+  EXPECT_LT(static_cast<double>(sleeps), 2 * ms + 20) << sleeps << " loop wake-ups in " << ms << " ms";
 }
 
 TEST(CommReceiverRead, RecvsNoThreadReadsForAreReadWhileTheLoopStandsDown) {
