@@ -179,6 +179,13 @@ class PeerState {
   PeerState(Comm::Impl& impl, Peer peer);
   const Peer& peer() const { return peer_; }
 
+  // The session with this peer, as docs/thread-model.md draws it: idle -> dialing -> up ->
+  // draining -> closed, and back to dialing when a connection fails with sends queued. Loop
+  // only; derived from what the loop holds, so it cannot disagree with it.
+  enum class Session { kIdle, kDialing, kUp, kDraining, kClosed };
+  Session session() const;
+  static const char* session_name(Session s);
+
   // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
   // the frame is written right here, with no hop to the loop; otherwise, or for what the
   // kernel did not take at once, the message goes to the loop in FIFO order.
@@ -265,7 +272,7 @@ class PeerState {
   Connection* active_connection_ = nullptr;
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
-  bool dialing_ = false;
+  bool dialing_ = false;  // a dial (connect and handshake, or the pause between tries) is on
   EgressPacer pacer_;
   std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
@@ -294,7 +301,9 @@ class PeerState {
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};
+  bool draining_ = false;  // close_all is completing everything pending
   bool closed_ = false;
+  bool closing() const { return draining_ || closed_; }
 };
 
 struct Comm::Impl {

@@ -84,7 +84,7 @@ void PeerState::disable_inline() {
 void PeerState::refresh_inline() {
   std::shared_ptr<Connection> idle_connection;
   Connection* send = send_connection();
-  if (!closed_ && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
+  if (!closing() && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
       !send->writing()) {
     for (const auto& c : connections_)
       if (c.get() == send) idle_connection = c;
@@ -116,7 +116,7 @@ void PeerState::continue_inline_write(const std::shared_ptr<OutMessage>& message
 
 void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   disable_inline();  // the loop may write from here on
-  if (closed_) {
+  if (closing()) {
     message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
     return;
   }
@@ -226,7 +226,7 @@ void PeerState::pump() {
 // ---- acknowledgements (CommOptions::ack, "ack" feature) -----------------------------------
 
 void PeerState::queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id) {
-  if (closed_ || std::find(connections_.begin(), connections_.end(), connection) == connections_.end()) return;
+  if (closing() || std::find(connections_.begin(), connections_.end(), connection) == connections_.end()) return;
   connection->queue_ack(message_id);
   pump();
 }
@@ -276,7 +276,7 @@ void PeerState::fail_awaiting_acks(Connection* connection, const Error& error) {
 }
 
 void PeerState::pump_queue() {
-  if (active_ || closed_) return;
+  if (active_ || closing()) return;
   Connection* connection = send_connection();
   if (!connection || connection->writing()) return;
   while (!queue_.empty() && queue_.front()->state == OutMessage::State::kDone) queue_.pop_front();
@@ -376,7 +376,7 @@ void PeerState::fail_sends(const Error& error) {
 // ---- connections -----------------------------------------------------------------------
 
 void PeerState::ensure_connection() {
-  if (!connections_.empty() || dialing_ || closed_) return;
+  if (!connections_.empty() || dialing_ || closing()) return;
   dialing_ = true;
   refused_since_.reset();
   dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)),
@@ -400,14 +400,14 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
       impl_.io, address, deadline, impl_.transport_options(),
       [this, deadline, backoff, address_index](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
         pending_dial_.reset();
-        if (closed_) return;
+        if (closing()) return;
         if (ec) return retry_or_give_up(deadline, backoff, address_index, ec, ec.message());
         auto connection = std::make_shared<Connection>(impl_, std::move(stream));
         impl_.handshaking.insert(connection);
         connection->handshake_as_dialer(
             *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
               impl_.handshaking.erase(connection);
-              if (closed_) return;
+              if (closing()) return;
               if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
               dialing_ = false;
               impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
@@ -449,7 +449,7 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   if (pause.count() == 0) return dial(deadline, backoff, next);
   backoff_timer_.emplace(impl_.io, pause);
   backoff_timer_->async_wait([this, deadline, backoff, next](std::error_code ec) {
-    if (ec || closed_) return;
+    if (ec || closing()) return;
     if (!connections_.empty()) {
       dialing_ = false;
       return pump();
@@ -460,7 +460,7 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
 }
 
 void PeerState::add_connection(std::shared_ptr<Connection> connection) {
-  if (closed_) return connection->send_close_and_stop();
+  if (closing()) return connection->send_close_and_stop();
   // A wcomm peer names its incarnation: a new one means it restarted.
   const std::string& incarnation = connection->peer_incarnation();
   if (!incarnation.empty()) {
@@ -503,13 +503,13 @@ void PeerState::peer_restarted(const std::string& old_incarnation, const std::st
 }
 
 void PeerState::emit(PeerEvent::Kind kind, const std::string& reason) {
-  if (kind == PeerEvent::Kind::kDown)
-    spdlog::debug("wcomm[{}]: peer '{}' down: {}", impl_.spec.local.node_id, peer_.node_id, reason);
+  spdlog::debug("wcomm[{}]: peer '{}' {} (session {}){}{}", impl_.spec.local.node_id, peer_.node_id,
+                peer_event_name(kind), session_name(session()), reason.empty() ? "" : ": ", reason);
   if (impl_.peer_event_handler) impl_.peer_event_handler(PeerEvent{peer_.node_id, kind, reason});
 }
 
 void PeerState::send_heartbeat(Connection& connection) {
-  if (closed_ || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
+  if (closing() || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
   {
     std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
     if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way to us
@@ -575,9 +575,9 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
 }
 
 void PeerState::close_all(const Error& error) {
-  if (closed_) return;
+  if (closing()) return;
   disable_inline();
-  closed_ = true;
+  draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
   pacer_timer_.reset();
   if (auto dial = std::move(pending_dial_)) dial->cancel();
@@ -601,6 +601,26 @@ void PeerState::close_all(const Error& error) {
   connections_.clear();
   refresh_caller_read();
   for (auto& c : connections) c->send_close_and_stop();
+  draining_ = false;
+  closed_ = true;
+}
+
+PeerState::Session PeerState::session() const {
+  if (closed_) return Session::kClosed;
+  if (draining_) return Session::kDraining;
+  if (!connections_.empty()) return Session::kUp;
+  return dialing_ ? Session::kDialing : Session::kIdle;
+}
+
+const char* PeerState::session_name(Session s) {
+  switch (s) {
+    case Session::kIdle: return "idle";
+    case Session::kDialing: return "dialing";
+    case Session::kUp: return "up";
+    case Session::kDraining: return "draining";
+    case Session::kClosed: return "closed";
+  }
+  return "?";
 }
 
 }  // namespace wcomm

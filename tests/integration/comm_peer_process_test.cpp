@@ -16,7 +16,7 @@ class EchoPeer {
     config_ = dir_.write("node-b.yaml",
                          "local: {node_id: node-b, host: 127.0.0.1, port: " + std::to_string(ports_[1]) + "}\n"
                          "peers: [{node_id: node-a, host: 127.0.0.1, port: " + std::to_string(ports_[0]) + "}]\n"
-                         "comm: {heartbeat_interval_s: 0.1}\n");
+                         "comm: {heartbeat_interval_s: 0.1, max_message_bytes: 536870912}\n");
   }
   void start() {
     process_ = Process::spawn({WCOMM_CLI, "node", "--config", config_, "echo", "--src", "node-a", "--tag", "1",
@@ -88,6 +88,41 @@ TEST(CommPeerProcess, AKilledPeerThatRestartsIsReachedAgainAndReported) {
   EXPECT_EQ(echo(*a, b, Value(2)), Value(2));
   std::lock_guard lock(mu);
   EXPECT_EQ(events, (std::vector<std::string>{"up", "down", "restarted", "up"}));
+}
+
+TEST(CommPeerProcess, APeerKilledWhileReceiving256MiBFailsThatSendAtOnceAndTheQueueGoesOnAfterItsRestart) {
+  EchoPeer peer;
+  peer.start();
+  CommConfig config;  // default heartbeats (2 s): only the kill can end the big send here
+  config.max_message_bytes = config.max_peer_queued_bytes = 512ull << 20;
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", config});
+  const Peer& b = a->peer("node-b");
+  EXPECT_EQ(echo(*a, b, Value("hello")), Value("hello"));
+  // The peer stops reading, so the 256 MiB frame is surely part-way when it dies.
+  ASSERT_TRUE(peer.process().stop());
+  auto big = a->send(Value(Tensor::zeros(DType::kUInt8, {256ll << 20})), b, {}, {.tag = 3});
+  auto behind = a->send(Value("behind"), b, {}, {.tag = 1});                        // no timeout
+  auto behind_timed = a->send(Value("timed"), b, {}, {.tag = 1, .timeout = 1500ms});  // its own timeout
+  const auto issued = std::chrono::steady_clock::now();
+  std::this_thread::sleep_for(200ms);  // the kernel's buffers fill; the frame is part-way (checked below)
+  ASSERT_FALSE(big.ready()) << "the stopped peer cannot have taken 256 MiB";
+  ASSERT_TRUE(peer.process().kill().has_value());
+  const auto killed = std::chrono::steady_clock::now();
+  auto r = wait_result(std::move(big), 10s);
+  const double took = seconds_since(killed);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed) << r.error().message;
+  EXPECT_LT(took, 1.0) << r.error().message;
+  RecordProperty("send_failed_after_kill_ms", std::to_string(int(took * 1000)));
+  // The one with a timeout fails at it (the peer is still down); the other waits for the peer.
+  auto t = wait_result(std::move(behind_timed), 10s);
+  ASSERT_FALSE(t.ok());
+  EXPECT_EQ(t.error().code, ErrorCode::kOperationTimeout) << t.error().message;
+  EXPECT_NEAR(seconds_since(issued), 1.5, 0.5);
+  EXPECT_FALSE(behind.ready());
+  peer.start();  // the same address, a new incarnation, within the 2 s a refused peer is given
+  wait_value(std::move(behind), 20s);
+  EXPECT_EQ(wait_value(a->recv(b, {.tag = 1, .timeout = 10s}), 20s).value, Value("behind"));
 }
 
 }  // namespace
