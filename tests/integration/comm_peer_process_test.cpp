@@ -125,5 +125,45 @@ TEST(CommPeerProcess, APeerKilledWhileReceiving256MiBFailsThatSendAtOnceAndTheQu
   EXPECT_EQ(wait_value(a->recv(b, {.tag = 1, .timeout = 10s}), 20s).value, Value("behind"));
 }
 
+TEST(CommPeerProcess, MessagesSentWhileAPeerRestartsAreDeliveredOrFailedCountedExactly) {
+  EchoPeer peer;
+  peer.start();
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  const Peer& b = a->peer("node-b");
+  EXPECT_EQ(echo(*a, b, Value(-1)), Value(-1));
+  auto down = a->recv(b, {.tag = 2});
+  ASSERT_TRUE(peer.process().kill().has_value());
+  ASSERT_FALSE(wait_result(std::move(down), 10s).ok());
+  // For a second the peer is down: each message waits for it until its own timeout (0.6 s),
+  // so the early ones fail and the later ones go out once it is back.
+  std::vector<Future<SendResult>> sends;
+  for (int i = 0; i < 50; ++i) {
+    sends.push_back(a->send(Value(i), b, {}, {.tag = 1, .timeout = 600ms}));
+    std::this_thread::sleep_for(20ms);
+  }
+  peer.start();
+  std::vector<Value> delivered_expected;
+  int failed = 0;
+  for (int i = 0; i < 50; ++i) {
+    auto r = wait_result(std::move(sends[i]), 20s);
+    if (r.ok()) delivered_expected.push_back(Value(i));
+    else {
+      ++failed;
+      EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout) << r.error().message;
+    }
+  }
+  std::vector<Value> delivered;
+  for (std::size_t i = 0; i < delivered_expected.size(); ++i)
+    delivered.push_back(wait_value(a->recv(b, {.tag = 1, .timeout = 10s}), 20s).value);
+  auto extra = wait_result(a->recv(b, {.tag = 1, .timeout = 500ms}), 10s);
+  EXPECT_FALSE(extra.ok()) << "a message was delivered twice";
+  EXPECT_EQ(delivered, delivered_expected);  // in order, each once
+  EXPECT_EQ(delivered.size() + failed, 50u);
+  EXPECT_GT(failed, 0);
+  EXPECT_GT(delivered.size(), 0u);
+  RecordProperty("delivered", std::to_string(delivered.size()));
+  RecordProperty("failed", std::to_string(failed));
+}
+
 }  // namespace
 }  // namespace wcomm::testing
