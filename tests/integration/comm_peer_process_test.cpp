@@ -67,6 +67,29 @@ TEST(CommPeerProcess, AStoppedPeerIsDeclaredDeadWithinThreeHeartbeats) {
   EXPECT_EQ(echo(*a, b, Value("again")), Value("again"));
 }
 
+TEST(CommPeerProcess, AStoppedPeerFailsALargeSendAtItsTimeoutAndItsQueueCapacityIsReleased) {
+  EchoPeer peer;
+  peer.start();
+  CommConfig config;  // default heartbeats: the timeout, not liveness, ends the send
+  config.max_peer_queued_bytes = 96ull << 20;
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", config});
+  const Peer& b = a->peer("node-b");
+  EXPECT_EQ(echo(*a, b, Value("hello")), Value("hello"));
+  ASSERT_TRUE(peer.process().stop());
+  const Value big(Tensor::zeros(DType::kUInt8, {64ll << 20}));
+  const auto issued = std::chrono::steady_clock::now();
+  auto r = wait_result(a->send(big, b, {}, {.tag = 3, .timeout = 1s}), 10s);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout) << r.error().message;
+  EXPECT_NEAR(seconds_since(issued), 1.0, 0.5);
+  // Its 64 MiB are free again: another 64 MiB fits under the 96 MiB bound without waiting.
+  auto again = wait_result(a->send(big, b, {}, {.tag = 3, .timeout = 500ms, .wait_for_capacity = false}), 10s);
+  ASSERT_FALSE(again.ok());
+  EXPECT_EQ(again.error().code, ErrorCode::kOperationTimeout) << again.error().message;
+  ASSERT_TRUE(peer.process().cont());
+  EXPECT_EQ(echo(*a, b, Value("again")), Value("again"));
+}
+
 TEST(CommPeerProcess, AKilledPeerThatRestartsIsReachedAgainAndReported) {
   EchoPeer peer;
   peer.start();
