@@ -51,6 +51,9 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   bool wants_ack = false;            // CommOptions::ack
   Connection* ack_connection = nullptr;  // kAwaitingAck: the connection it was written on
   std::uint64_t acked_wire_bytes = 0;    // kAwaitingAck: the frame's size, for SendResult
+  // The peer's ACK was read before this side's write completion ran (both wait on the loop;
+  // a reading caller's thread can take the ACK first): finish_active completes it at once.
+  bool acked_early = false;
   std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;

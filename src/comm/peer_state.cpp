@@ -247,7 +247,10 @@ void PeerState::write_acks(Connection& connection) {
 void PeerState::on_acks(const std::vector<std::uint64_t>& message_ids) {
   for (std::uint64_t id : message_ids) {
     auto found = awaiting_ack_.find(id);
-    if (found == awaiting_ack_.end()) continue;  // timed out or cancelled meanwhile
+    if (found == awaiting_ack_.end()) {
+      if (active_ && active_->id == id) active_->acked_early = true;  // its write completion is still to run
+      continue;  // else timed out or cancelled meanwhile
+    }
     auto message = std::move(found->second);
     awaiting_ack_.erase(found);
     message->state = OutMessage::State::kDone;
@@ -341,7 +344,7 @@ void PeerState::finish_active(std::error_code ec) {
   } else if (ec) {
     message->promise.complete(Error{ErrorCode::kConnectionClosed,
                                     "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
-  } else if (awaits_ack) {
+  } else if (awaits_ack && !message->acked_early) {
     // Written; the send completes when the peer acknowledges it (on_acks), fails if the
     // connection ends first, and keeps its timeout. Its queue capacity is free again.
     message->state = OutMessage::State::kAwaitingAck;
@@ -349,6 +352,7 @@ void PeerState::finish_active(std::error_code ec) {
     message->acked_wire_bytes = wire_bytes;
     awaiting_ack_[message->id] = message;
   } else {
+    message->timer.reset();
     impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
     impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
     message->promise.complete(SendResult{message->id, wire_bytes});
