@@ -193,8 +193,12 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
     case OutMessage::State::kActive:
       // A partial frame cannot be resumed: drop the connection. Once the stream is closed
       // (right here, on the loop) nothing touches the message's memory again.
+      // Whatever else waited on that connection (sends awaiting their ACK) is told why.
       message->abort_error = error;
-      if (active_connection_) active_connection_->fail(error, /*local=*/true);
+      if (active_connection_)
+        active_connection_->fail({ErrorCode::kConnectionClosed,
+                                  "the connection was ended to abandon a partly written frame (" + error.message + ")"},
+                                 /*local=*/true);
       return;  // finish_active completes it
   }
   message->timer.reset();
