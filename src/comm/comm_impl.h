@@ -130,6 +130,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
   std::string describe() const { return stream_->describe(); }
+  std::string transport_name() const { return describe().substr(0, describe().find(' ')); }
+  std::string_view payload_path() const { return stream_->payload_path(); }
 
  private:
   // Handshake: the loop reads one control frame with the frame reader.
@@ -188,6 +190,8 @@ class PeerState {
   enum class Session { kIdle, kDialing, kUp, kDraining, kClosed };
   Session session() const;
   static const char* session_name(Session s);
+  // Any thread: how the peer is reached now.
+  PeerStats stats() const;
 
   // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
   // the frame is written right here, with no hop to the loop; otherwise, or for what the
@@ -304,6 +308,10 @@ class PeerState {
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};
+  // The connection stats() describes (the one sends go to), under stats_mutex_.
+  mutable std::mutex stats_mutex_;
+  std::shared_ptr<Connection> stats_connection_;
+  void refresh_stats();
   bool draining_ = false;  // close_all is completing everything pending
   bool closed_ = false;
   bool closing() const { return draining_ || closed_; }
@@ -318,6 +326,7 @@ struct Comm::Impl {
   std::thread thread;
   CommSpec spec;
   std::vector<std::unique_ptr<transport::Listener>> listeners;  // one per local address
+  std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
 

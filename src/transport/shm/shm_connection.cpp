@@ -105,7 +105,12 @@ class ShmConnection final : public Connection {
       if (offset == buffers[i].size()) ++i, offset = 0;
     }
     if (progressed) release_space();
-    if (total == 0 && !ec && at_end()) ec = asio::error::eof;
+    if (total == 0 && !ec) {
+      // Empty: a doorbell rung for what is read now is stale (see RingControl).
+      if (in_.data_rung.load(std::memory_order_relaxed) && in_.data_rung.exchange(0) && !readable_now())
+        drain_doorbell(e_->in_data.get());
+      if (at_end()) ec = asio::error::eof;
+    }
     return total;
   }
 
@@ -137,42 +142,42 @@ class ShmConnection final : public Connection {
 
   void async_wait_readable(std::function<void(std::error_code)> handler) override {
     if (!sleep_if_idle()) return asio::post(executor_, [handler = std::move(handler)] { handler({}); });
+    loop_sleeping_ = true;
     auto wait = std::make_shared<ReadWait>(ReadWait{std::move(handler)});
     auto wake = [this, wait](std::error_code ec) {
       if (wait->fired) return;  // the other watch fired first
       wait->fired = true;
       // Cancelled (stop_waiting_readable, shutdown, close): this connection may be gone.
       if (ec) return wait->handler(ec);
-      in_.consumer_sleeping.store(0, std::memory_order_relaxed);
-      drain_doorbell(e_->in_data.get());
-      check_peer_gone();
-      // Cancel the other watch; its handler sees fired and returns.
-      std::error_code ignored;
-      if (data_watch_) data_watch_->cancel(ignored);
-      if (socket_read_watch_) socket_read_watch_->cancel(ignored);
+      wake_up(loop_sleeping_);
+      // Let go of both watches: a descriptor registered with the loop wakes it on every
+      // doorbell even with nothing waiting (see socket_stream.cpp), and callers' threads
+      // ring it for themselves. The other watch's handler sees fired and returns.
+      data_watch_.reset();
+      socket_read_watch_.reset();
       wait->handler(ec);
     };
     if (!watch(data_watch_, e_->in_data.get()) || !watch(socket_read_watch_, e_->socket.get())) {
-      in_.consumer_sleeping.store(0, std::memory_order_relaxed);
+      wake_up(loop_sleeping_);
       return asio::post(executor_, [wait] { wait->handler(asio::error::bad_descriptor); });
     }
     data_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
     socket_read_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
   }
   void stop_waiting_readable() override {
-    in_.consumer_sleeping.store(0, std::memory_order_relaxed);
-    std::error_code ignored;
-    if (data_watch_) data_watch_->cancel(ignored);
-    if (socket_read_watch_) socket_read_watch_->cancel(ignored);
+    wake_up(loop_sleeping_);
+    data_watch_.reset();
+    socket_read_watch_.reset();
   }
 
   Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
     if (!sleep_if_idle()) return Wait::kReadable;
+    bool sleeping = true;
     timespec timeout{};
     if (deadline != Clock::time_point::max()) {
       const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
       if (left <= 0) {
-        in_.consumer_sleeping.store(0, std::memory_order_relaxed);
+        wake_up(sleeping);
         return Wait::kDeadline;
       }
       timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
@@ -180,9 +185,7 @@ class ShmConnection final : public Connection {
     }
     pollfd fds[3] = {{e_->in_data.get(), POLLIN, 0}, {e_->socket.get(), POLLIN, 0}, {waker.fd(), POLLIN, 0}};
     const int ready = ::ppoll(fds, 3, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
-    in_.consumer_sleeping.store(0, std::memory_order_relaxed);
-    if (ready > 0 && fds[0].revents) drain_doorbell(e_->in_data.get());
-    if (ready > 0 && fds[1].revents) check_peer_gone();
+    wake_up(sleeping);
     if (ready > 0 && fds[2].revents) {
       waker.clear();
       if (!fds[0].revents && !fds[1].revents && !readable_now()) return Wait::kWoken;
@@ -282,7 +285,10 @@ class ShmConnection final : public Connection {
     if (out_head_ != before) {
       out_.head.store(out_head_, std::memory_order_release);
       std::atomic_thread_fence(std::memory_order_seq_cst);
-      if (out_.consumer_sleeping.load(std::memory_order_relaxed)) ring_doorbell(e_->out_data.get());
+      if (out_.consumer_sleepers.load(std::memory_order_relaxed)) {
+        out_.data_rung.store(1, std::memory_order_relaxed);
+        ring_doorbell(e_->out_data.get());
+      }
     }
     return done;
   }
@@ -383,14 +389,25 @@ class ShmConnection final : public Connection {
     if (!in_.closed.load(std::memory_order_acquire) && !peer_gone_) return false;
     return record_left_ == 0 && in_.head.load(std::memory_order_acquire) == in_pos_;
   }
-  // Sets the sleeping flag unless there is something to read; false (flag clear) if there is.
+  // Counts this waiter in as a sleeper unless there is something to read; false (not
+  // counted) if there is.
   bool sleep_if_idle() {
     if (readable_now()) return false;
-    in_.consumer_sleeping.store(1, std::memory_order_relaxed);
+    in_.consumer_sleepers.fetch_add(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (!readable_now()) return true;
-    in_.consumer_sleeping.store(0, std::memory_order_relaxed);
+    in_.consumer_sleepers.fetch_sub(1, std::memory_order_relaxed);
     return false;
+  }
+  // A sleeper woke up (or stopped waiting): counts it out, notices the peer's end, and clears
+  // a doorbell left ringing with nothing to read (the reader that emptied the ring may have
+  // looked before the ring came). Data published before that ring is seen by the next look.
+  void wake_up(bool& sleeping) {
+    if (!sleeping) return;
+    sleeping = false;
+    in_.consumer_sleepers.fetch_sub(1, std::memory_order_relaxed);
+    check_peer_gone();
+    if (!readable_now()) drain_doorbell(e_->in_data.get());
   }
   // Nothing is written on the socket after set-up: readable means the peer is gone.
   void check_peer_gone() {
@@ -428,6 +445,7 @@ class ShmConnection final : public Connection {
   std::uint64_t remote_address_ = 0;
   std::atomic<bool> peer_gone_{false};
   std::atomic<bool> shut_{false};
+  bool loop_sleeping_ = false;  // the loop's async_wait_readable counts as a sleeper
   bool closed_ = false;
   std::optional<asio::posix::stream_descriptor> data_watch_, space_watch_, socket_read_watch_, socket_write_watch_;
 };

@@ -15,13 +15,17 @@ constexpr std::uint32_t kVersion = 1;
 constexpr std::size_t kHeaderBytes = 4096;               // the rings start on the next page
 
 // One direction. The producer alone writes head, producer_sleeping (its own), closed and
-// aborted; the consumer alone writes tail and consumer_sleeping. Sleeping follows Dekker:
-// set the flag, fence, look again; the other side publishes, fences, then reads the flag
-// and rings the sleeper's eventfd only if it is set.
+// aborted; the consumer side writes tail and consumer_sleepers. Sleeping follows Dekker:
+// count yourself in, fence, look again; the other side publishes, fences, then reads the
+// count and rings the eventfd only if someone sleeps. The data doorbell is level-triggered,
+// like a socket: it stays readable until a reader finds the ring empty (data_rung says a
+// ring may be pending), so two threads watching one connection never take each other's
+// wake-up.
 struct alignas(64) RingControl {
   alignas(64) std::atomic<std::uint64_t> head{0};  // bytes published
   alignas(64) std::atomic<std::uint64_t> tail{0};  // bytes the consumer is done with
-  alignas(64) std::atomic<std::uint32_t> consumer_sleeping{0};
+  alignas(64) std::atomic<std::uint32_t> consumer_sleepers{0};
+  std::atomic<std::uint32_t> data_rung{0};
   alignas(64) std::atomic<std::uint32_t> producer_sleeping{0};
   std::atomic<std::uint32_t> closed{0};         // no more records after head
   std::atomic<std::uint32_t> aborted{0};        // memory a remote record named may be gone
