@@ -297,6 +297,8 @@ class ShmConnection final : public Connection {
   // Like asio's operations, the handler never runs inside the call that started the write.
   void step(std::shared_ptr<Write> w, bool first) {
     std::error_code ec;
+    // The reader's tail before we look: if it moves after this, we must not sleep.
+    const std::uint64_t tail = out_.tail.load(std::memory_order_acquire);
     if (shut_) ec = asio::error::operation_aborted;
     else if (peer_gone_ || in_.closed.load(std::memory_order_acquire)) ec = asio::error::connection_reset;
     else w->done = put(w->buffers, w->done, Mode::kRemote);
@@ -305,8 +307,8 @@ class ShmConnection final : public Connection {
       if (first) return asio::post(executor_, [w, ec] { w->handler(ec, w->done); });
       return w->handler(ec, w->done);
     }
-    // Blocked: sleep until the reader frees space (it rings out_space when it sees the flag).
-    const std::uint64_t tail = out_.tail.load(std::memory_order_acquire);
+    // Blocked: sleep until the reader frees space (it rings out_space when it sees the flag;
+    // a tail that moved since we looked means it may have freed some before the flag was up).
     out_.producer_sleeping.store(1, std::memory_order_relaxed);
     std::atomic_thread_fence(std::memory_order_seq_cst);
     if (out_.tail.load(std::memory_order_relaxed) != tail) {

@@ -71,7 +71,7 @@ struct SetupMessage {
   std::uint64_t probe_value;
 };
 
-constexpr std::size_t kDefaultRingBytes = 4u << 20;  // per direction
+constexpr std::size_t kDefaultRingBytes = 1u << 20;  // per direction (large payloads bypass it)
 
 // Dialer, on a connected socket: creates the memory and eventfds and sends them. ec on failure
 // (with a message naming the limit: /dev/shm or memfd exhausted, descriptors).

@@ -32,7 +32,7 @@ std::unique_ptr<Connection> connect_endpoint(Socket& socket, std::unique_ptr<shm
   endpoint->socket = shm::UniqueFd(socket.release(ignored));
   const pid_t peer = endpoint->peer_pid;
   if (!endpoint->cma_refused.empty())
-    spdlog::info("wcomm: {}: large payloads from the peer come through the ring (cross-memory attach refused: {})",
+    spdlog::warn("wcomm: {}: large payloads from the peer come through the ring (cross-memory attach refused: {})",
                  address.to_string(), endpoint->cma_refused);
   return shm::make_connection(socket.get_executor(), std::move(endpoint), describe(address, peer));
 }
