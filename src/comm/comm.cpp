@@ -121,6 +121,10 @@ void listen_same_host(Comm::Impl& impl) {
 // records where each listener is reached (ephemeral ports resolved) in the spec.
 void listen(Comm::Impl& impl) {
   Peer& local = impl.spec.local;
+  // The same-host name first when the port is known: a peer on this host that dials while
+  // this node starts then never finds TCP listening before shared memory.
+  const bool same_host_first = local.port != 0;
+  if (same_host_first) listen_same_host(impl);
   std::vector<Address> bound;
   for (Address address : local.endpoints()) {
     if (address.scheme == "tcp" && address.host == local.host && !impl.spec.bind_host.empty())
@@ -136,13 +140,14 @@ void listen(Comm::Impl& impl) {
     impl.listeners.push_back(std::move(listener));
   }
   if (!local.addresses.empty()) local.addresses = std::move(bound);
-  listen_same_host(impl);
+  if (!same_host_first) listen_same_host(impl);  // named after the port just bound
 }
 
 }  // namespace
 
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   spec.comm.validate();
+  spdlog::default_logger_raw();  // spdlog's registry is made here, not by two loops at once
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
   auto impl = std::make_shared<Impl>(std::move(spec));

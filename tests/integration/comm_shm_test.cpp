@@ -212,9 +212,9 @@ TEST(CommShm, AWriterKilledWhileItsMemoryIsReadFailsTheReaderCleanly) {
   auto a = Comm::create({echo.a(), {echo.b()}, "127.0.0.1", big_messages()});
   const Peer& b = a->peer("node-b");
   const int maps_before = shm_mappings();  // none yet: the first send dials
-  // The echo process writes 256 MiB tensors back; node-a reads each straight from its memory.
+  // The echo process writes 64 MiB tensors back; node-a reads each straight from its memory.
   // Killed while one is being read, the read fails with a typed error and nothing hangs.
-  const Value big(pattern(256u << 20, 5));
+  const Value big(pattern(64u << 20, 5));
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < 4; ++i) sends.push_back(a->send(big, b, {}, {.tag = 1}));
   EXPECT_EQ(wait_value(a->recv(b, {.tag = 1, .timeout = 30s}), 40s).value, big);

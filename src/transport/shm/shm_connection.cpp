@@ -382,9 +382,11 @@ class ShmConnection final : public Connection {
     if (in_.producer_sleeping.load(std::memory_order_relaxed)) ring_doorbell(e_->in_space.get());
   }
 
+  // Any thread (a waiter need not be the reader): only shared state. The tail equals the
+  // reader's position except inside a record, whose bytes are then published already.
   bool readable_now() const {
-    return shut_ || peer_gone_ || record_left_ > 0 || in_.head.load(std::memory_order_acquire) != in_pos_ ||
-           in_.closed.load(std::memory_order_acquire);
+    return shut_ || peer_gone_ || in_.closed.load(std::memory_order_acquire) ||
+           in_.head.load(std::memory_order_acquire) != in_.tail.load(std::memory_order_acquire);
   }
   // The stream has ended: the writer closed it (or went away) and everything is read.
   bool at_end() const {
