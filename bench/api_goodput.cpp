@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   const std::uint64_t count = arg_or(argc, argv, 2, 16);
   const std::string transport = argc > 3 ? argv[3] : "tcp";
   wcomm::CommConfig config;
-  config.max_message_bytes = bytes + (1 << 20);
+  config.max_message_bytes = std::max<std::uint64_t>(config.max_message_bytes, bytes + (1 << 20));
   config.max_peer_queued_bytes = 4 * config.max_message_bytes;
 
   return run_comm_pair(

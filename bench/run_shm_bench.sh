@@ -23,7 +23,8 @@ command -v ucx_perftest >/dev/null || { echo "run_shm_bench: ucx_perftest is mis
 work="$(mktemp -d /tmp/wcomm-shm-bench.XXXXXX)"
 trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
 say() { echo "run_shm_bench: $*" >&2; }
-median() { "$python" -c 'import json,sys,statistics; k=sys.argv[2]; print(statistics.median(json.loads(l)[k] for l in open(sys.argv[1])))' "$1" "$2"; }
+# The median of key over a file's JSON lines (other lines, such as log lines, are skipped).
+median() { "$python" -c 'import json,sys,statistics; k=sys.argv[2]; print(statistics.median(json.loads(l)[k] for l in open(sys.argv[1]) if l.startswith("{")))' "$1" "$2"; }
 
 say "64 MiB goodput: memcpy, shm (cma), shm (ring), tcp, unix; $repeat turns"
 for _ in $(seq "$repeat"); do
@@ -83,8 +84,8 @@ print(f"| 64 MiB goodput, shm ring (WCOMM_SHM_CMA=0) | {g_ring:.2f} GB/s | memcp
 print(f"| 64 B round trip p50, no busy polling | shm {r_shm:.1f} us | tcp {r_tcp:.1f} us | {r_shm/r_tcp:.2f}x | <= 0.3x |")
 print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.1f} us | ucx tag_lat posix,self {r_ucx:.1f} us | {r_busy/r_ucx:.2f}x | <= 2x |")
 for size in (1024, 65536, 1048576, 67108864):
-    u = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/u_{size}.jsonl"))
-    t = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/t_{size}.jsonl"))
+    u = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/u_{size}.jsonl") if l.startswith("{"))
+    t = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/t_{size}.jsonl") if l.startswith("{"))
     print(f"| goodput {size} B, unix vs tcp | {u:.3f} GB/s | tcp {t:.3f} GB/s | {u/t:.2f}x | >= 1.0x |")
 rss = json.load(open(f"{work}/rss.json"))
 print(f"| peak RSS growth, 200 MiB receive over shm | {rss['delta_kib']/1024:.0f} MiB | 200 MiB | {rss['delta_over_payload']:.2f}x | <= 1.1x |")
