@@ -59,6 +59,11 @@ struct CommConfig {
   // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
   // A peer's own `transport` overrides it.
   std::string transport = "auto";
+  // Cluster key (wcomm): with one, every connection proves both ends know it (a mutual
+  // HMAC-SHA256 challenge-response in the handshake) and peers without it are refused; at
+  // least 16 bytes. Empty: no authentication, plain V0.1. YAML `comm.cluster_key_file`;
+  // Comm::create reads WCOMM_CLUSTER_KEY_FILE when this is empty.
+  std::string cluster_key = {};
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;
@@ -95,5 +100,9 @@ struct NodeConfig {
 // file and the offending key or value (unknown keys are rejected too).
 NodeConfig load_node_config(const std::string& path);
 NodeConfig parse_node_config(const std::string& yaml_text, const std::string& origin = "<string>");
+
+// A cluster key file's bytes (a trailing newline dropped); InvalidArgumentError naming the
+// file if it cannot be read or holds fewer than 16 bytes.
+std::string read_cluster_key_file(const std::string& path);
 
 }  // namespace wcomm

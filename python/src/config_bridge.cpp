@@ -33,6 +33,7 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("reconnect_backoff_initial_s", c.reconnect_backoff_initial_s);
   fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
   fn("transport", c.transport);
+  fn("cluster_key", c.cluster_key);  // bytes in Python
 }
 
 }  // namespace
@@ -75,6 +76,7 @@ py::dict config_to_dict(const CommConfig& config) {
   if (c.egress_rate_bytes_per_second == 0.0) out["egress_rate_bytes_per_second"] = py::none();
   if (c.egress_quantum_bytes == 0) out["egress_quantum_bytes"] = py::none();
   if (c.egress_burst_bytes == 0) out["egress_burst_bytes"] = py::none();
+  out["cluster_key"] = py::bytes(c.cluster_key);
   return out;
 }
 

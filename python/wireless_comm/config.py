@@ -143,8 +143,13 @@ class CommConfig:
     # How peers are reached: auto (shared memory with peers on this host, else their
     # addresses), shm, unix or tcp (docs/python.md, "Transports").
     transport: str = "auto"
+    # Cluster key (bytes, at least 16): every connection proves both ends know it; peers
+    # without it are refused (docs/python.md). b"": none (WCOMM_CLUSTER_KEY_FILE may give one).
+    cluster_key: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cluster_key, bytes):
+            raise ValueError(f"CommConfig.cluster_key must be bytes, got {type(self.cluster_key).__name__}")
         if self.transport not in _TRANSPORTS:
             raise ValueError(f"CommConfig.transport must be one of {', '.join(_TRANSPORTS)}, got {self.transport!r}")
         for name in _INT_FIELDS:

@@ -146,6 +146,9 @@ void listen(Comm::Impl& impl) {
 }  // namespace
 
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
+  if (spec.comm.cluster_key.empty())
+    if (const char* file = std::getenv("WCOMM_CLUSTER_KEY_FILE"); file && *file)
+      spec.comm.cluster_key = read_cluster_key_file(file);
   spec.comm.validate();
   spdlog::default_logger_raw();  // spdlog's registry is made here, not by two loops at once
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");

@@ -27,6 +27,7 @@
 #include "comm/read_owner.h"
 #include "core/operation.h"
 #include "transport/transport.h"
+#include "comm/cluster_auth.h"
 #include "wcomm/comm.h"
 
 namespace wcomm {
@@ -129,6 +130,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
+  bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys do not match
   std::string describe() const { return stream_->describe(); }
   std::string transport_name() const { return describe().substr(0, describe().find(' ')); }
   std::string_view payload_path() const { return stream_->payload_path(); }
@@ -143,6 +145,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void start_liveness();
   void on_liveness_tick();
   void start_handshake_timer(Clock::time_point deadline, const char* what);
+  // Cluster key (cluster_auth.h): whether this node has one, the dialer's check of the
+  // acceptor's proof (and its own proof sent), the acceptor's refusal of a dialer.
+  bool keyed() const;
+  std::optional<Error> check_acceptor_proof(const std::vector<std::string>& features);
+  void refuse(const Error& why);
   void finish_handshake(std::optional<Error> error);
   // ReadOwner::Sink (called by whoever reads).
   Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
@@ -166,6 +173,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::function<void(std::optional<Error>)> handshake_done_;
   std::optional<asio::steady_timer> handshake_timer_;
   std::string peer_incarnation_;
+  auth::Exchange auth_;  // the cluster-key exchange of this connection's handshake
+  bool auth_refused_ = false;
   bool heartbeats_ = false;                 // negotiated
   bool acks_ = false;                       // negotiated
   std::vector<std::uint64_t> pending_acks_;  // loop only
@@ -329,6 +338,7 @@ struct Comm::Impl {
   std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
+  std::set<std::string> refused_sources;  // loop only: sources already logged as refused, by reason
 
   // Any thread.
   mutable std::shared_mutex codec_mutex;  // guards registry and allocator

@@ -432,6 +432,12 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
             *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
               impl_.handshaking.erase(connection);
               if (closing()) return;
+              // Keys that do not match will not match on a retry: the sends fail now.
+              if (error && connection->auth_refused()) {
+                dialing_ = false;
+                if (connections_.empty()) fail_sends({ErrorCode::kConnectionFailed, error->message});
+                return;
+              }
               if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
               dialing_ = false;
               impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);

@@ -167,6 +167,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!std::isfinite(c.handshake_timeout_s) || c.handshake_timeout_s <= 0)
     return ConfigProblem{"handshake_timeout_s", "must be a finite number of seconds > 0, got " +
                                                     format_double(c.handshake_timeout_s)};
+  if (!c.cluster_key.empty() && c.cluster_key.size() < 16)
+    return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
+                                            std::to_string(c.cluster_key.size())};
   if (!is_transport_choice(c.transport))
     return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, got '" + c.transport + "'"};
   if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
@@ -459,9 +462,24 @@ const std::vector<std::string_view>& comm_keys() {
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
       "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
-      "transport"};
+      "transport",                "cluster_key_file"};
   return keys;
 }
+
+}  // namespace
+
+std::string read_cluster_key_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgumentError("cannot read the cluster key file '" + path + "'");
+  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();  // a text key's newline
+  if (key.size() < 16)
+    throw InvalidArgumentError("the cluster key in '" + path + "' is " + std::to_string(key.size()) +
+                               " bytes; it must be at least 16 (e.g. head -c 32 /dev/urandom | base64 > key)");
+  return key;
+}
+
+namespace {
 
 // Reads comm:, remembering where each field was so a validate() failure can point at it.
 CommConfig read_comm(const Reader& r, const YAML::Node& node,
@@ -499,6 +517,13 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       c.reconnect_backoff_max_s = r.number(value, field);
     } else if (key == "transport") {
       c.transport = r.string(value, field);
+    } else if (key == "cluster_key_file") {
+      const std::string path = r.string(value, field);
+      try {
+        c.cluster_key = read_cluster_key_file(path);
+      } catch (const InvalidArgumentError& e) {
+        r.fail_at(field, e.what(), value);
+      }
     } else if (key == "egress_quantum_bytes" || key == "egress_burst_bytes" ||
                key == "egress_rate_bytes_per_second") {
       // V0.1's egress keys: null (or an empty value) is their default; a value must be a

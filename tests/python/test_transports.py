@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 import torch
 
-from wireless_comm import Comm, CommConfig, CommOptions, Peer
+from wireless_comm import Comm, CommConfig, CommOptions, ConnectionFailedError, Peer
 
 from helpers import free_port, run
 
@@ -62,3 +62,33 @@ def test_a_bad_transport_is_refused_naming_it():
         CommConfig(transport="carrier-pigeon")
     with pytest.raises(ValueError, match="Peer.transport"):
         Peer("node-b", "127.0.0.1", 9000, transport="udp")
+
+
+def test_a_cluster_key_lets_keyed_nodes_talk_and_refuses_an_unkeyed_one():
+    async def main():
+        key = b"a-cluster-key-of-some-length"
+        a, b = await _pair(CommConfig(cluster_key=key), CommConfig(cluster_key=key))
+        try:
+            await a.send("keyed", a.peer("node-b"))
+            got, _ = await b.recv(b.peer("node-a"), CommOptions(timeout=10))
+            assert got == "keyed"
+        finally:
+            await a.close()
+            await b.close()
+        a, b = await _pair(CommConfig(), CommConfig(cluster_key=key))
+        try:
+            with pytest.raises(ConnectionFailedError, match="requires a cluster key"):
+                await a.send("unkeyed", a.peer("node-b"), options=CommOptions(timeout=10))
+        finally:
+            await a.close()
+            await b.close()
+
+    run(main())
+
+
+def test_a_short_key_or_a_str_is_refused_and_the_key_is_not_printed():
+    with pytest.raises(ValueError, match="cluster_key"):
+        CommConfig(cluster_key=b"short")
+    with pytest.raises(ValueError, match="must be bytes"):
+        CommConfig(cluster_key="a-cluster-key-as-text")
+    assert "secret-key-0123456789" not in repr(CommConfig(cluster_key=b"secret-key-0123456789"))
