@@ -299,10 +299,12 @@ class ShmConnection final : public Connection {
     std::error_code ec;
     // The reader's tail before we look: if it moves after this, we must not sleep.
     const std::uint64_t tail = out_.tail.load(std::memory_order_acquire);
+    const auto written = [&] { return w->done == w->total && out_.tail.load(std::memory_order_acquire) >= remote_end_; };
     if (shut_) ec = asio::error::operation_aborted;
+    else if (written()) {}  // the reader took all of it, even if it has gone since
     else if (peer_gone_ || in_.closed.load(std::memory_order_acquire)) ec = asio::error::connection_reset;
     else w->done = put(w->buffers, w->done, Mode::kRemote);
-    const bool finished = ec || (w->done == w->total && out_.tail.load(std::memory_order_acquire) >= remote_end_);
+    const bool finished = ec || written();
     if (finished) {
       if (first) return asio::post(executor_, [w, ec] { w->handler(ec, w->done); });
       return w->handler(ec, w->done);
