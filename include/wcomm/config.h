@@ -55,6 +55,9 @@ struct CommConfig {
   double handshake_timeout_s = 10.0;
   double reconnect_backoff_initial_s = 0.01;
   double reconnect_backoff_max_s = 0.5;
+  // At most this many accepted connections may wait for their handshake at once; one more
+  // evicts the oldest (idle or hostile sockets cannot lock real peers out; wcomm).
+  std::uint64_t max_pending_handshakes = 256;
   // How peers are reached (wcomm): "auto" (shared memory with a peer on this host, else the
   // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
   // A peer's own `transport` overrides it.

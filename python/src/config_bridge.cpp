@@ -33,6 +33,7 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("reconnect_backoff_initial_s", c.reconnect_backoff_initial_s);
   fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
   fn("transport", c.transport);
+  fn("max_pending_handshakes", c.max_pending_handshakes);
   fn("cluster_key", c.cluster_key);  // bytes in Python
 }
 

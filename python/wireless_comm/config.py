@@ -96,6 +96,7 @@ _INT_FIELDS = (
     "max_peer_unreceived_messages",
     "max_peer_unreceived_bytes",
     "recv_busy_poll_us",
+    "max_pending_handshakes",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
@@ -143,6 +144,8 @@ class CommConfig:
     # How peers are reached: auto (shared memory with peers on this host, else their
     # addresses), shm, unix or tcp (docs/python.md, "Transports").
     transport: str = "auto"
+    # At most this many accepted connections wait for their handshake; one more evicts the oldest.
+    max_pending_handshakes: int = 256
     # Cluster key (bytes, at least 16): every connection proves both ends know it; peers
     # without it are refused (docs/python.md). b"": none (WCOMM_CLUSTER_KEY_FILE may give one).
     cluster_key: bytes = field(default=b"", repr=False)

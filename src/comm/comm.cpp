@@ -65,7 +65,9 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
 
 void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
+  evict_oldest_handshakes();
   handshaking.insert(connection);
+  handshake_order.push_back(connection);
   const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.handshake_timeout_s));
   connection->handshake_as_acceptor(deadline, [this, connection](std::optional<Error> error) {
     handshaking.erase(connection);
@@ -76,6 +78,35 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
     stats.connections_accepted.fetch_add(1, std::memory_order_relaxed);
     connection->peer()->add_connection(connection);
   });
+}
+
+// At max_pending_handshakes, the connection that has waited longest for its handshake goes:
+// idle or hostile sockets then cannot keep a real peer, which completes its handshake at
+// once, from getting in. Logged at most every 10 s.
+void Comm::Impl::evict_oldest_handshakes() {
+  while (handshaking.size() >= spec.comm.max_pending_handshakes && !handshake_order.empty()) {
+    auto oldest = handshake_order.front().lock();
+    handshake_order.pop_front();
+    if (!oldest || !handshaking.count(oldest)) continue;
+    ++handshakes_evicted;
+    oldest->fail({ErrorCode::kConnectionFailed, "dropped: " + std::to_string(spec.comm.max_pending_handshakes) +
+                                                    " connections were waiting for their handshake (max_pending_handshakes)"},
+                 true);
+  }
+  // Connections whose handshake ended (either way) leave the front, so the queue stays short.
+  while (!handshake_order.empty()) {
+    auto front = handshake_order.front().lock();
+    if (front && handshaking.count(front)) break;
+    handshake_order.pop_front();
+  }
+  const auto now = Clock::now();
+  if (handshakes_evicted > 0 && now - last_eviction_log > std::chrono::seconds(10)) {
+    spdlog::warn("wcomm[{}]: {} connection(s) dropped before their handshake: more than max_pending_handshakes ({}) "
+                 "were waiting (idle or hostile sockets?)",
+                 spec.local.node_id, handshakes_evicted, spec.comm.max_pending_handshakes);
+    handshakes_evicted = 0;
+    last_eviction_log = now;
+  }
 }
 
 void Comm::Impl::close_from_loop() {

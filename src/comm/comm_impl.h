@@ -338,6 +338,9 @@ struct Comm::Impl {
   std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
+  std::deque<std::weak_ptr<Connection>> handshake_order;                 // loop only: oldest first
+  std::uint64_t handshakes_evicted = 0;                                  // loop only
+  Clock::time_point last_eviction_log{};
   std::set<std::string> refused_sources;  // loop only: sources already logged as refused, by reason
 
   // Any thread.
@@ -366,6 +369,7 @@ struct Comm::Impl {
   transport::Options transport_options() const;
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Connection> stream);
+  void evict_oldest_handshakes();
   void close_from_loop();
 };
 

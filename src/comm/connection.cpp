@@ -26,7 +26,9 @@ Connection::Connection(Comm::Impl& impl, std::unique_ptr<transport::Connection> 
     : impl_(impl),
       stream_(std::move(stream)),
       reader_(*stream_, impl.spec.comm),
-      reader_owner_(impl, *stream_, reader_, *this) {}
+      reader_owner_(impl, *stream_, reader_, *this) {
+  reader_.set_handshake(true);  // until finish_handshake
+}
 
 Connection::~Connection() = default;
 
@@ -62,6 +64,7 @@ void Connection::start_handshake_timer(Clock::time_point deadline, const char* w
 
 void Connection::finish_handshake(std::optional<Error> error) {
   if (error) return fail(*error, false);
+  reader_.set_handshake(false);
   handshake_timer_.reset();
   stream_->stop_waiting_readable();
   established_ = true;

@@ -167,6 +167,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!std::isfinite(c.handshake_timeout_s) || c.handshake_timeout_s <= 0)
     return ConfigProblem{"handshake_timeout_s", "must be a finite number of seconds > 0, got " +
                                                     format_double(c.handshake_timeout_s)};
+  if ((p = check_range("max_pending_handshakes", c.max_pending_handshakes, 1, 1'000'000,
+                       "between 1 and 1000000")))
+    return p;
   if (!c.cluster_key.empty() && c.cluster_key.size() < 16)
     return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
                                             std::to_string(c.cluster_key.size())};
@@ -462,7 +465,7 @@ const std::vector<std::string_view>& comm_keys() {
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
       "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
-      "transport",                "cluster_key_file"};
+      "transport",                "cluster_key_file",             "max_pending_handshakes"};
   return keys;
 }
 
@@ -502,6 +505,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "max_peer_unreceived_messages") integer_field = &c.max_peer_unreceived_messages;
     else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
     else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
+    else if (key == "max_pending_handshakes") integer_field = &c.max_pending_handshakes;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");

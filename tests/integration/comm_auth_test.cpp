@@ -1,6 +1,6 @@
-// Cluster-key authentication: keyed nodes talk; a wrong key, a missing key on either side, an
-// impostor naming a real node, and a replayed exchange are refused, and the real peer keeps
-// being served.
+// Who gets in. Cluster-key authentication: keyed nodes talk; a wrong key, a missing key on
+// either side, an impostor naming a real node, and a replayed exchange are refused, and the
+// real peer keeps being served. Limits before the handshake: a huge HELLO, idle sockets.
 #include <cstdlib>
 
 #include "comm/cluster_auth.h"
@@ -151,6 +151,50 @@ TEST(CommAuth, TheKeyComesFromAFileOrTheEnvironmentAndMustBeLongEnough) {
   ::unsetenv("WCOMM_CLUSTER_KEY_FILE");
   wait_value(p.a->send(Value("via env"), p.a->peer("node-b")));
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("via env"));
+}
+
+}  // namespace
+}  // namespace wcomm::testing
+
+namespace wcomm::testing {
+namespace {
+
+TEST(CommLimits, AHelloAnnouncingAHugeManifestIsDroppedBeforeAnythingIsAllocated) {
+  CommConfig tcp;
+  tcp.transport = "tcp";
+  auto p = make_pair(tcp, tcp);
+  FrameHeader h;
+  h.kind = FrameKind::kHello;
+  h.manifest_size = 4u << 20;  // under max_manifest_bytes, far over any handshake frame
+  std::vector<std::uint8_t> header(kHeaderSize);
+  write_header(h, header.data());
+  RawClient raw(p.b->port());
+  raw.write(header);
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(raw.closed_by_peer());
+  EXPECT_LT(seconds_since(start), 2.0) << "not left waiting for 4 MiB";
+  wait_value(p.a->send(Value("real"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("real"));
+}
+
+TEST(CommLimits, IdleSocketsBeyondMaxPendingHandshakesDoNotLockARealPeerOut) {
+  CommConfig tcp;
+  tcp.transport = "tcp";
+  CommConfig guarded = tcp;
+  guarded.max_pending_handshakes = 32;
+  auto p = make_pair(tcp, guarded);
+  std::vector<std::unique_ptr<RawClient>> idle;
+  for (int i = 0; i < 300; ++i) {
+    idle.push_back(std::make_unique<RawClient>(p.b->port()));
+    ASSERT_TRUE(idle.back()->connected());
+  }
+  // node-b accepted them all, kept the newest 32 and dropped the rest; node-a still gets in.
+  for (int i = 0; i < 500 && p.b->stats().connections_rejected < 268; ++i) std::this_thread::sleep_for(10ms);
+  EXPECT_GE(p.b->stats().connections_rejected, 268u);
+  const auto start = std::chrono::steady_clock::now();
+  wait_value(p.a->send(Value("real"), p.a->peer("node-b")), 10s);
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("real"));
+  EXPECT_LT(seconds_since(start), 5.0);
 }
 
 }  // namespace

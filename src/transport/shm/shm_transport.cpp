@@ -8,6 +8,7 @@
 #include <string>
 
 #include "transport/shm/shm_connection.h"
+#include "transport/socket_listener.h"
 #include "transport/shm/shm_setup.h"
 #include "transport/socket_stream.h"
 #include "transport/unix/unix_socket.h"
@@ -72,7 +73,8 @@ class ShmListener final : public Listener {
       if (ec == asio::error::operation_aborted || state->closed) return;
       if (ec) {
         // Out of descriptors or memory: back off instead of spinning (see socket_listener.h).
-        spdlog::warn("wcomm: accepting on {} failed: {}; retrying in 100 ms", address_.to_string(), ec.message());
+        accept_failures_.warn("wcomm: accepting on " + address_.to_string() + " failed: " + ec.message() +
+                              "; retrying every 100 ms");
         state->handler(ec, nullptr);
         retry_.expires_after(std::chrono::milliseconds(100));
         retry_.async_wait([this, state](std::error_code ec) {
@@ -109,6 +111,7 @@ class ShmListener final : public Listener {
   stream_protocol::acceptor acceptor_;
   Address address_;
   asio::steady_timer retry_;
+  ThrottledWarning accept_failures_;
   std::shared_ptr<AcceptState> state_ = std::make_shared<AcceptState>();
 };
 
