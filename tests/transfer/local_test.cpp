@@ -1,0 +1,165 @@
+// In-process tests of the transfer layer's pieces: the registration cache, metadata checks,
+// the shared region's allocator and join, capability queries, the compatibility hash.
+#include <gtest/gtest.h>
+#include <unistd.h>
+
+#include <filesystem>
+#include <thread>
+
+#include "transfer/metadata.h"
+#include "transfer/registration_cache.h"
+#include "wcomm/xfer/agent.h"
+#include "wcomm/xfer/cache_service.h"
+#include "wcomm/xfer/shared_region.h"
+
+namespace wcomm::xfer {
+namespace {
+
+std::string unique_name(const char* what) { return std::string("wcomm-test-") + what + "-" + std::to_string(::getpid()); }
+
+TEST(RegistrationCache, OverlappingAndTouchingRangesMergeAndSplitBack) {
+  RegistrationCache c;
+  EXPECT_EQ(c.add({100, 200}).added.size(), 1u);
+  RegionChange grow = c.add({150, 300});
+  ASSERT_EQ(grow.removed.size(), 1u);
+  EXPECT_EQ(grow.added, (std::vector<Range>{{100, 300}}));
+  c.add({300, 400});  // touching merges too
+  c.add({1000, 1100});
+  EXPECT_EQ(c.regions(), (std::vector<Range>{{100, 400}, {1000, 1100}}));
+  EXPECT_TRUE(c.add({120, 130}).added.empty());  // inside: no backend work
+  EXPECT_TRUE(c.find(120, 390).has_value());
+  EXPECT_FALSE(c.find(390, 1000).has_value());
+  EXPECT_FALSE(c.remove({101, 200}).has_value());  // never registered
+  auto split = c.remove({150, 300});
+  ASSERT_TRUE(split.has_value());
+  EXPECT_EQ(c.regions(), (std::vector<Range>{{100, 200}, {300, 400}, {1000, 1100}}));
+  ASSERT_TRUE(c.remove({120, 130}).has_value());
+  EXPECT_EQ(c.regions().size(), 3u);
+}
+
+TEST(Agent, RegistrationsMergeAndDeregisterNeedsAnExactRange) {
+  auto agent = Agent::create({.name = "a", .backend = BackendKind::kCma});
+  std::vector<char> buf(1 << 16);
+  ASSERT_TRUE(agent->register_memory(buf.data(), 1000).ok());
+  ASSERT_TRUE(agent->register_memory(buf.data() + 500, 1000).ok());
+  ASSERT_EQ(agent->registered().size(), 1u);
+  EXPECT_EQ(agent->registered()[0].len, 1500u);
+  Status bad = agent->deregister(buf.data(), 1500);
+  ASSERT_FALSE(bad.ok());
+  EXPECT_NE(bad.error().message.find("must match a register_memory call"), std::string::npos);
+  EXPECT_TRUE(agent->deregister(buf.data(), 1000).ok());
+  EXPECT_TRUE(agent->deregister(buf.data() + 500, 1000).ok());
+  EXPECT_TRUE(agent->registered().empty());
+  EXPECT_FALSE(agent->register_memory(nullptr, 10).ok());
+}
+
+TEST(Agent, CapabilitiesAreQueriedNotThrown) {
+  auto agent = Agent::create({.name = "a"});
+  const Capabilities cma = agent->capabilities(BackendKind::kCma);
+  EXPECT_TRUE(cma.available) << cma.reason;  // this machine allows process_vm_* (checked at set-up)
+  EXPECT_TRUE(cma.same_host_only);
+  EXPECT_FALSE(cma.notifications);  // no Comm
+  const Capabilities tcp = agent->capabilities(BackendKind::kTcp);
+  EXPECT_FALSE(tcp.available);
+  EXPECT_NE(tcp.reason.find("Comm"), std::string::npos) << tcp.reason;
+  EXPECT_TRUE(agent->capabilities(BackendKind::kUcx).available) << agent->capabilities(BackendKind::kUcx).reason;
+  EXPECT_THROW(Agent::create({.name = "b", .backend = BackendKind::kTcp}), InvalidArgumentError);
+  EXPECT_THROW(Agent::create({.name = ""}), InvalidArgumentError);
+  EXPECT_THROW(parse_backend("rdma"), InvalidArgumentError);
+}
+
+TEST(Agent, MalformedOwnAndStaleMetadataAreRefused) {
+  auto a = Agent::create({.name = "a"});
+  auto b = Agent::create({.name = "b"});
+  EXPECT_FALSE(a->add_remote("not msgpack").ok());
+  EXPECT_FALSE(a->add_remote(encode_descs({})).ok());  // an array, not a map
+  Result<std::string> own = a->add_remote(a->metadata());
+  ASSERT_FALSE(own.ok());
+  EXPECT_NE(own.error().message.find("own metadata"), std::string::npos);
+  ASSERT_TRUE(a->add_remote(b->metadata()).ok());
+  EXPECT_EQ(a->backend_for("b").value(), BackendKind::kCma);  // auto: same host -> cma
+  AgentMetadata older = decode_metadata(b->metadata()).value();
+  older.generation -= 1;
+  Result<std::string> stale = a->add_remote(encode_metadata(older));
+  ASSERT_FALSE(stale.ok());
+  EXPECT_NE(stale.error().message.find("stale metadata for agent 'b'"), std::string::npos) << stale.error().message;
+}
+
+TEST(Agent, TransfersWithinOneProcessAndTimeoutsAndRelease) {
+  auto a = Agent::create({.name = "a", .backend = BackendKind::kCma});
+  auto b = Agent::create({.name = "b", .backend = BackendKind::kCma});
+  std::vector<std::uint8_t> src(1 << 20, 7), dst(1 << 20, 0);
+  ASSERT_TRUE(a->register_memory(src.data(), src.size()).ok());
+  ASSERT_TRUE(b->register_memory(dst.data(), dst.size()).ok());
+  ASSERT_TRUE(a->add_remote(b->metadata()).ok());
+  auto h = a->post(Op::kWrite, {{reinterpret_cast<std::uint64_t>(src.data()), src.size(), 0}}, "b",
+                   {{reinterpret_cast<std::uint64_t>(dst.data()), dst.size(), 0}});
+  ASSERT_TRUE(h.ok());
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+  while (a->poll(h.value()).state == XferState::kPending && std::chrono::steady_clock::now() < deadline) std::this_thread::yield();
+  EXPECT_EQ(a->poll(h.value()).state, XferState::kDone);
+  EXPECT_EQ(dst, src);
+  EXPECT_TRUE(a->release(h.value()).ok());
+  EXPECT_FALSE(a->release(h.value()).ok());  // released already
+  EXPECT_NE(a->poll(h.value()).reason.find("unknown transfer handle"), std::string::npos);
+}
+
+TEST(SharedRegion, AllocFreeExhaustionDoubleFreeAndForeignIndices) {
+  auto r = SharedRegion::create(unique_name("alloc"), 8, 4096);
+  EXPECT_TRUE(std::filesystem::exists("/dev/shm/" + r->name()));
+  auto a = r->alloc(5);
+  ASSERT_TRUE(a.ok());
+  EXPECT_EQ(r->free_blocks(), 3u);
+  auto none = r->alloc(4);
+  ASSERT_FALSE(none.ok());
+  EXPECT_NE(none.error().message.find("exhausted: 4 blocks asked for, 3 of 8 free"), std::string::npos) << none.error().message;
+  Status foreign = r->free({a.value()[0], 8});
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.error().message.find("block 8 is not in shared region"), std::string::npos);
+  EXPECT_EQ(r->free_blocks(), 3u);  // refused whole
+  ASSERT_TRUE(r->free({a.value()[0]}).ok());
+  Status twice = r->free({a.value()[0]});
+  ASSERT_FALSE(twice.ok());
+  EXPECT_NE(twice.error().message.find("not allocated (a double free?"), std::string::npos);
+  Status dup = r->free({a.value()[1], a.value()[1]});
+  EXPECT_FALSE(dup.ok());
+  EXPECT_FALSE(r->alloc(0).ok());
+  EXPECT_THROW(r->block(8), InvalidArgumentError);
+  EXPECT_THROW(SharedRegion::create(r->name(), 1, 1), ConnectionFailedError);  // exists
+  EXPECT_THROW(SharedRegion::create("a/b", 1, 1), InvalidArgumentError);
+  EXPECT_THROW(SharedRegion::create(unique_name("zero"), 0, 4096), InvalidArgumentError);
+}
+
+TEST(SharedRegion, JoinerWaitsForTheCreatorAndSeesItsBytes) {
+  const std::string name = unique_name("join");
+  std::unique_ptr<SharedRegion> joined;
+  std::thread joiner([&] { joined = SharedRegion::join(name, std::chrono::seconds(10)); });
+  auto created = SharedRegion::create(name, 4, 1 << 16);
+  created->block(2)[5] = 42;
+  joiner.join();
+  ASSERT_TRUE(joined);
+  EXPECT_FALSE(joined->is_creator());
+  EXPECT_EQ(joined->block_count(), 4u);
+  EXPECT_EQ(joined->block_bytes(), 1u << 16);
+  EXPECT_EQ(joined->block(2)[5], 42);
+  joined.reset();
+  created.reset();
+  EXPECT_FALSE(std::filesystem::exists("/dev/shm/" + name));  // the creator removed it
+  EXPECT_THROW(SharedRegion::join(name, std::chrono::milliseconds(50)), OperationTimeoutError);
+}
+
+TEST(CompatHash, CoversEveryFieldAndIsSha256) {
+  CacheCompat base{.model_id = "m", .dtype = "float16", .block_bytes = 4096};
+  const std::string h = compat_hash(base);
+  EXPECT_EQ(h.size(), 64u);
+  EXPECT_EQ(h, compat_hash(base));
+  for (auto change : {+[](CacheCompat& c) { c.version = "x"; }, +[](CacheCompat& c) { c.model_id = "n"; },
+                      +[](CacheCompat& c) { c.dtype = "bfloat16"; }, +[](CacheCompat& c) { c.block_bytes = 8192; }}) {
+    CacheCompat other = base;
+    change(other);
+    EXPECT_NE(compat_hash(other), h);
+  }
+}
+
+}  // namespace
+}  // namespace wcomm::xfer
