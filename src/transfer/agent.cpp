@@ -53,7 +53,16 @@ class AgentImpl final : public Agent {
 
   ~AgentImpl() override {
     if (notify_) notify_->close();
-    // Backends stop their threads first; nothing they run may touch the agent after that.
+    // Remotes hold backend state (ucx endpoints and rkeys) that must go before the backends.
+    {
+      std::lock_guard lock(transfers_mu_);
+      transfers_.clear();
+    }
+    {
+      std::lock_guard lock(mu_);
+      remotes_.clear();
+    }
+    // Backends stop their threads; nothing they run may touch the agent after that.
     backends_.clear();
   }
 
@@ -128,10 +137,15 @@ class AgentImpl final : public Agent {
     if (!decoded) return decoded.error();
     auto remote = std::make_shared<RemoteAgent>();
     remote->meta = std::move(decoded).value();
+    remote->raw = std::string(bytes);
     const AgentMetadata& m = remote->meta;
     if (m.name == config_.name) return invalid("add_remote: that is this agent's own metadata ('" + m.name + "')");
     {
       std::lock_guard lock(mu_);
+      // The same metadata again (a producer sees a consumer's with every request): keep the
+      // connection already made.
+      auto same = remotes_.find(m.name);
+      if (same != remotes_.end() && same->second->raw == bytes) return m.name;
       auto known = newest_generation_.find(m.name);
       if (known != newest_generation_.end() && m.generation < known->second)
         return invalid("add_remote: stale metadata for agent '" + m.name + "': generation " + std::to_string(m.generation) +
@@ -252,7 +266,7 @@ class AgentImpl final : public Agent {
       transfers_.erase(it);
     }
     t->cancelled.store(true, std::memory_order_release);
-    if (t->state() == XferState::kPending || t->backend_state) backends_.at(t->peer->kind)->cancel(*t);
+    if (t->state() != XferState::kDone) backends_.at(t->peer->kind)->cancel(*t);
     { std::lock_guard busy(t->busy); }  // waits out a step in progress
     t->finish(XferState::kError, "released before it completed");
     return Ok{};

@@ -19,6 +19,7 @@ namespace wcomm::xfer {
 // A loaded peer. backend_state belongs to the backend chosen for it.
 struct RemoteAgent {
   AgentMetadata meta;
+  std::string raw;  // the metadata bytes it was loaded from
   BackendKind kind = BackendKind::kAuto;
   std::shared_ptr<void> backend_state;
 };
