@@ -95,9 +95,7 @@ int run_write(BackendKind backend, std::size_t size, int iters) {
   const DescList far{{target.base, size, 0}};
   auto once = [&] {
     auto h = agent->post(Op::kWrite, local, remote.value(), far).value();
-    XferStatus s;
-    while ((s = agent->poll(h)).state == XferState::kPending) {
-    }
+    const XferStatus s = agent->wait(h, std::chrono::seconds(60));
     if (s.state != XferState::kDone) {
       std::fprintf(stderr, "transfer failed: %s\n", s.reason.c_str());
       std::exit(1);

@@ -174,13 +174,8 @@ void register_xfer(py::module_& m) {
            [](PyAgent& a, std::uint64_t h, double timeout) {
              XferStatus s;
              {
-               // Polls with the GIL released until the transfer settles or timeout passes.
                py::gil_scoped_release release;
-               const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration_cast<std::chrono::steady_clock::duration>(
-                                                                             std::chrono::duration<double>(timeout));
-               while ((s = a.agent->poll(XferHandle{h})).state == XferState::kPending &&
-                      std::chrono::steady_clock::now() < deadline)
-                 std::this_thread::yield();
+               s = a.agent->wait(XferHandle{h}, std::chrono::duration<double>(timeout));
              }
              return py::make_tuple(xfer_state_name(s.state), s.reason);
            },

@@ -5,9 +5,11 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <condition_variable>
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <thread>
 #include <unordered_map>
 
 #include "transfer/backend.h"
@@ -256,6 +258,20 @@ class AgentImpl final : public Agent {
     return {t->state(), t->reason()};
   }
 
+  XferStatus wait(XferHandle handle, std::chrono::duration<double> timeout) override {
+    std::shared_ptr<Transfer> t = find(handle);
+    if (!t) return {XferState::kError, "unknown transfer handle " + std::to_string(handle.id)};
+    using Clock = std::chrono::steady_clock;
+    const auto until = std::min(t->deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout));
+    {
+      std::unique_lock lock(wait_mu_);
+      ++waiters_;
+      wait_cv_.wait_until(lock, until, [&] { return t->state() != XferState::kPending; });
+      --waiters_;
+    }
+    return poll(handle);
+  }
+
   Status release(XferHandle handle) override {
     std::shared_ptr<Transfer> t;
     {
@@ -265,9 +281,10 @@ class AgentImpl final : public Agent {
       t = std::move(it->second);
       transfers_.erase(it);
     }
-    t->cancelled.store(true, std::memory_order_release);
+    t->cancelled.store(true);  // seq_cst, against the cma worker's count of active chunks
     if (t->state() != XferState::kDone) backends_.at(t->peer->kind)->cancel(*t);
-    { std::lock_guard busy(t->busy); }  // waits out a step in progress
+    // Waits out a chunk being copied (at most chunk_bytes; a bounded wait).
+    while (t->active_steps.load() > 0) std::this_thread::yield();
     t->finish(XferState::kError, "released before it completed");
     return Ok{};
   }
@@ -306,18 +323,21 @@ class AgentImpl final : public Agent {
   }
 
   void on_backend_done(const std::shared_ptr<Transfer>& t, Status s) {
-    if (!s) {
-      t->finish(XferState::kError, s.error().message);
-      return;
-    }
-    if (t->notification.empty() || !notify_) {
-      t->finish(XferState::kDone);
-      return;
-    }
-    notify_->send(t->peer->meta.comm_node, config_.name, t->notification, [t](Status sent) {
-      if (sent) t->finish(XferState::kDone);
-      else t->finish(XferState::kError, "the bytes arrived but the notification could not be sent: " + sent.error().message);
+    if (!s) return finish(*t, XferState::kError, s.error().message);
+    if (t->notification.empty() || !notify_) return finish(*t, XferState::kDone);
+    notify_->send(t->peer->meta.comm_node, config_.name, t->notification, [this, t](Status sent) {
+      if (sent) finish(*t, XferState::kDone);
+      else finish(*t, XferState::kError, "the bytes arrived but the notification could not be sent: " + sent.error().message);
     });
+  }
+
+  // Sets the outcome and wakes wait()ers (only when there are any: no futex call per
+  // transfer for pollers).
+  void finish(Transfer& t, XferState state, std::string why = {}) {
+    if (!t.finish(state, std::move(why))) return;
+    if (waiters_.load() == 0) return;
+    { std::lock_guard lock(wait_mu_); }  // a waiter between its check and its sleep sees the state
+    wait_cv_.notify_all();
   }
 
   AgentConfig config_;
@@ -333,6 +353,9 @@ class AgentImpl final : public Agent {
   std::mutex transfers_mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Transfer>> transfers_;
   std::atomic<std::uint64_t> next_id_{1};
+  std::mutex wait_mu_;
+  std::condition_variable wait_cv_;
+  std::atomic<int> waiters_{0};
 };
 
 }  // namespace

@@ -74,6 +74,9 @@ class CmaBackend final : public Backend {
   }
 
   void start(const std::shared_ptr<Transfer>& t) override {
+    std::uint64_t total = 0;
+    for (const Desc& d : t->local) total += d.len;
+    t->bytes_left.store(total, std::memory_order_relaxed);
     bool wake = false;
     {
       std::lock_guard lock(mu_);
@@ -116,72 +119,77 @@ class CmaBackend final : public Backend {
       if (stopping_) return;
       std::shared_ptr<Transfer> t = std::move(queue_.front());
       queue_.pop_front();
+      if (t->cancelled.load(std::memory_order_acquire) || t->state() != XferState::kPending) continue;
+      // Claim the next chunk under the lock; if more is left the transfer goes straight back
+      // to the queue, so other workers copy its next chunks at the same time (one large
+      // transfer uses every worker) and transfers behind it get their turn chunk by chunk.
+      Chunk c = claim(*t);
+      t->active_steps.fetch_add(1);  // seq_cst: pairs with release()'s store of cancelled
+      const bool more = t->next_desc < t->local.size();
+      if (more) queue_.push_back(t);
+      const bool wake_other = more && idle_ > 0;
       lock.unlock();
-      const bool finished = step(t);
+      if (wake_other) cv_.notify_one();
+      move(t, c);
       lock.lock();
-      // Round robin: an unfinished transfer goes to the back, so a large one never holds
-      // up the small ones behind it for more than one chunk.
-      if (!finished) queue_.push_back(std::move(t));
     }
   }
 
-  // Moves up to one chunk; true when the transfer is over (done, failed or cancelled).
-  bool step(const std::shared_ptr<Transfer>& t) {
-    std::lock_guard busy(t->busy);
-    if (t->cancelled.load(std::memory_order_acquire) || t->state() != XferState::kPending) return true;
-    iovec local[kMaxIov], far[kMaxIov];
+  struct Chunk {
+    iovec local[kMaxIov];
+    iovec far[kMaxIov];
     std::size_t n = 0;
-    std::uint64_t want = 0;
-    std::size_t d = t->next_desc;
-    std::uint64_t off = t->next_offset;
-    while (d < t->local.size() && n < kMaxIov && want < chunk_) {
-      const std::uint64_t take = std::min<std::uint64_t>(t->local[d].len - off, chunk_ - want);
-      local[n] = {reinterpret_cast<void*>(t->local[d].addr + off), take};
-      far[n] = {reinterpret_cast<void*>(t->remote[d].addr + off), take};
-      ++n;
-      want += take;
-      off += take;
-      if (off == t->local[d].len) {
-        ++d;
-        off = 0;
+    std::uint64_t bytes = 0;
+  };
+
+  // Under mu_: the next up-to-chunk_ bytes of the transfer, advancing its cursor.
+  Chunk claim(Transfer& t) {
+    Chunk c;
+    while (t.next_desc < t.local.size() && c.n < kMaxIov && c.bytes < chunk_) {
+      const Desc& l = t.local[t.next_desc];
+      const std::uint64_t take = std::min<std::uint64_t>(l.len - t.next_offset, chunk_ - c.bytes);
+      c.local[c.n] = {reinterpret_cast<void*>(l.addr + t.next_offset), take};
+      c.far[c.n] = {reinterpret_cast<void*>(t.remote[t.next_desc].addr + t.next_offset), take};
+      ++c.n;
+      c.bytes += take;
+      t.next_offset += take;
+      if (t.next_offset == l.len) {
+        ++t.next_desc;
+        t.next_offset = 0;
       }
     }
-    if (n == 0) {
-      done_(t, Ok{});
-      return true;
-    }
+    return c;
+  }
+
+  // Copies one claimed chunk; the chunk that brings the count of bytes left to zero
+  // completes the transfer. Any failure completes it with the reason at once.
+  void move(const std::shared_ptr<Transfer>& t, const Chunk& c) {
     const pid_t pid = static_cast<pid_t>(t->peer->meta.pid);
-    const ssize_t moved = t->op == Op::kWrite ? ::process_vm_writev(pid, local, n, far, n, 0)
-                                              : ::process_vm_readv(pid, local, n, far, n, 0);
-    if (moved < 0) {
-      const int err = errno;
+    std::uint64_t moved = 0;
+    int err = 0;
+    if (!t->cancelled.load()) {  // seq_cst: see run_worker
+      const ssize_t r = t->op == Op::kWrite ? ::process_vm_writev(pid, c.local, c.n, c.far, c.n, 0)
+                                            : ::process_vm_readv(pid, c.local, c.n, c.far, c.n, 0);
+      if (r < 0) err = errno;
+      else moved = static_cast<std::uint64_t>(r);
+    }
+    t->active_steps.fetch_sub(1, std::memory_order_acq_rel);
+    if (err != 0) {
       done_(t, Error{ErrorCode::kConnectionClosed,
                      std::string(t->op == Op::kWrite ? "process_vm_writev" : "process_vm_readv") + " to agent '" +
                          t->peer->meta.name + "' (pid " + std::to_string(pid) + ") failed: " + std::strerror(err) +
                          (err == ESRCH ? " (the process is gone)" : "")});
-      return true;
+      return;
     }
-    // Advance by what moved (a short count stops at an iovec boundary or inside one).
-    std::uint64_t left = static_cast<std::uint64_t>(moved);
-    while (left > 0) {
-      const std::uint64_t rest = t->local[t->next_desc].len - t->next_offset;
-      const std::uint64_t take = std::min(rest, left);
-      t->next_offset += take;
-      left -= take;
-      if (t->next_offset == t->local[t->next_desc].len) {
-        ++t->next_desc;
-        t->next_offset = 0;
-      }
+    if (moved != c.bytes) {
+      // A short count means part of the range is not mapped in one of the processes.
+      if (!t->cancelled.load(std::memory_order_acquire))
+        done_(t, Error{ErrorCode::kInvalidArgument, "cma moved " + std::to_string(moved) + " of " + std::to_string(c.bytes) +
+                                                        " bytes with agent '" + t->peer->meta.name +
+                                                        "' (is all of the memory still mapped?)"});
+      return;
     }
-    if (moved == 0) {
-      done_(t, Error{ErrorCode::kConnectionClosed, "cma moved no bytes to agent '" + t->peer->meta.name + "'"});
-      return true;
-    }
-    if (t->next_desc >= t->local.size()) {
-      done_(t, Ok{});
-      return true;
-    }
-    return false;
+    if (t->bytes_left.fetch_sub(c.bytes, std::memory_order_acq_rel) == c.bytes) done_(t, Ok{});
   }
 
   CompletionFn done_;

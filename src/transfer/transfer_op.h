@@ -7,6 +7,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <thread>
 #include <string>
 
 #include "transfer/metadata.h"
@@ -27,13 +28,14 @@ struct Transfer {
 
   // Set by release() or a timeout: a backend stops at its next step.
   std::atomic<bool> cancelled{false};
-  // Held while a backend reads or writes the transfer's memory, so release() can wait out
-  // the step in progress and no byte moves after it returns.
-  std::mutex busy;
+  // Chunks being copied right now (cma): release() waits for zero after setting cancelled,
+  // so no byte moves after it returns.
+  std::atomic<int> active_steps{0};
 
-  // Backend progress (touched only by the backend that owns the transfer).
+  // Backend progress (touched only by the backend that owns the transfer, under its lock).
   std::size_t next_desc = 0;
   std::uint64_t next_offset = 0;
+  std::atomic<std::uint64_t> bytes_left{0};
   std::shared_ptr<void> backend_state;
 
   XferState state() const { return state_.load(std::memory_order_acquire); }

@@ -104,15 +104,8 @@ class PeerHarness {
   int starts_ = 0;
 };
 
-// Polls until the transfer is no longer pending or the deadline passes (poll never blocks;
-// the loop is bounded by the deadline).
-inline XferStatus wait_done(Agent& agent, XferHandle h, std::chrono::seconds limit = 30s) {
-  const auto deadline = std::chrono::steady_clock::now() + limit;
-  XferStatus s;
-  while ((s = agent.poll(h)).state == XferState::kPending && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::yield();
-  return s;
-}
+// Waits (bounded) until the transfer is no longer pending.
+inline XferStatus wait_done(Agent& agent, XferHandle h, std::chrono::seconds limit = 30s) { return agent.wait(h, limit); }
 
 }  // namespace wcomm::xfer::testing
 

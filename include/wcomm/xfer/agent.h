@@ -27,7 +27,7 @@ struct AgentConfig {
   // static). The Agent receives on Comm tags kFirstReservedTag and up: leave those alone.
   std::shared_ptr<Comm> comm = {};
   unsigned cma_threads = 2;                // workers that run cma transfers (no fewer than 1)
-  std::size_t chunk_bytes = 4u << 20;     // a large transfer yields to others between chunks
+  std::size_t chunk_bytes = 1u << 20;     // cma: the unit workers share a transfer in and take turns by
   std::chrono::duration<double> default_timeout = std::chrono::seconds(30);
   // Yama ptrace_scope 1 lets only an ancestor use cma on this process; with this set the
   // agent allows any process of the same user instead (prctl PR_SET_PTRACER_ANY), so a
@@ -86,6 +86,10 @@ class Agent {
                                   const DescList& remote_descs, PostOptions options = {}) = 0;
   // Pending, done, or error with the reason (including "timed out after ..."). Never blocks.
   virtual XferStatus poll(XferHandle handle) = 0;
+  // Blocks until the transfer is no longer pending or timeout passes (then it is still
+  // pending, unless its own deadline passed too), sleeping rather than spinning; returns
+  // what poll() would.
+  virtual XferStatus wait(XferHandle handle, std::chrono::duration<double> timeout) = 0;
   // Forgets a transfer; one still running is stopped first (returns once no backend touches
   // its memory any more). Unknown handle: InvalidArgument.
   virtual Status release(XferHandle handle) = 0;
