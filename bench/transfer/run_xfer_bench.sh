@@ -2,7 +2,8 @@
 # One-sided transfer figures, each beside its reference from the same run (docs/performance.md):
 #   64 MiB cma WRITE into another process      vs a one-thread memcpy of 64 MiB
 #   64 MiB ucx WRITE over UCX's tcp transport  vs ucx_perftest -t ucp_put_bw (ucx-utils), same size
-#   64 MiB ucx WRITE over UCX's shared memory  vs a one-thread memcpy of 64 MiB
+#   64 MiB ucx WRITE over UCX's shared memory  vs a one-thread memcpy of 64 MiB (target memory from
+#                                              Agent::allocate_memory, and plain heap memory)
 #   4 KiB cma WRITEs with 64 in flight         transfers per second
 # Usage: bench/transfer/run_xfer_bench.sh [build-dir]   (ITERS, default 10; SECONDS, default 5)
 set -euo pipefail
@@ -33,7 +34,9 @@ for _ in $(seq 1 50); do
 done
 echo "$out" | tail -4
 
-echo "== ucx WRITE 64 MiB over UCX_TLS=posix,self (reference: memcpy in the same run)"
+echo "== ucx WRITE 64 MiB over UCX_TLS=posix,self into Agent::allocate_memory (UCX-allocated shm; reference: memcpy in the same run)"
+XFER_BENCH_ALLOCATE=1 UCX_TLS=posix,self "$bench" write ucx "$size" "$iters"
+echo "== the same into plain heap memory (UCX emulates RMA over shared memory it did not allocate)"
 UCX_TLS=posix,self "$bench" write ucx "$size" "$iters"
 
 echo "== 4 KiB cma WRITEs, 64 in flight"

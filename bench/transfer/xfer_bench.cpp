@@ -9,6 +9,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
 #include <cstring>
 #include <string>
 #include <vector>
@@ -46,11 +47,21 @@ Target spawn_target(BackendKind backend, std::size_t size) {
   if (pid == 0) {
     ::close(up[0]);
     ::close(down[1]);
-    std::vector<std::uint8_t> memory(size, 1);  // touched: no page faults during the run
     auto agent = Agent::create({.name = "target", .backend = backend});
-    if (!agent->register_memory(memory.data(), size)) _exit(2);
+    std::vector<std::uint8_t> memory;
+    std::uint8_t* target = nullptr;
+    if (std::getenv("XFER_BENCH_ALLOCATE")) {  // the agent's own memory (ucx: UCX-allocated shm)
+      auto p = agent->allocate_memory(size);
+      if (!p) _exit(2);
+      target = static_cast<std::uint8_t*>(p.value());
+      std::memset(target, 1, size);
+    } else {
+      memory.assign(size, 1);  // touched: no page faults during the run
+      target = memory.data();
+      if (!agent->register_memory(target, size)) _exit(2);
+    }
     const std::string meta = agent->metadata();
-    const std::uint64_t n = meta.size(), base = reinterpret_cast<std::uint64_t>(memory.data());
+    const std::uint64_t n = meta.size(), base = reinterpret_cast<std::uint64_t>(target);
     (void)!::write(up[1], &n, sizeof n);
     (void)!::write(up[1], meta.data(), meta.size());
     (void)!::write(up[1], &base, sizeof base);

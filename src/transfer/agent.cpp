@@ -2,6 +2,7 @@
 // of posted transfers with their timeouts, and notifications over the Agent's Comm.
 #include "wcomm/xfer/agent.h"
 
+#include <sys/mman.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -64,6 +65,8 @@ class AgentImpl final : public Agent {
       std::lock_guard lock(mu_);
       remotes_.clear();
     }
+    for (auto& [p, a] : allocations_) release_allocation(p, a.first, a.second);
+    allocations_.clear();
     // Backends stop their threads; nothing they run may touch the agent after that.
     backends_.clear();
   }
@@ -111,6 +114,42 @@ class AgentImpl final : public Agent {
     auto change = cache_.remove({begin, begin + len});
     if (!change) return invalid("deregister: no registration of " + describe({begin, len, 0}) + " (it must match a register_memory call)");
     return apply(*change);
+  }
+
+  Result<void*> allocate_memory(std::size_t len) override {
+    if (len == 0) return invalid("allocate_memory: zero length");
+    void* p = nullptr;
+    BackendKind owner = BackendKind::kAuto;
+    Backend& ucx = *backends_.at(BackendKind::kUcx);
+    if (ucx.capabilities().available && (config_.backend == BackendKind::kAuto || config_.backend == BackendKind::kUcx)) {
+      p = ucx.allocate(len);
+      if (p) owner = BackendKind::kUcx;
+    }
+    if (!p) {
+      p = ::mmap(nullptr, len, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+      if (p == MAP_FAILED) return Error{ErrorCode::kInvalidArgument, "allocate_memory: mmap of " + std::to_string(len) + " bytes failed"};
+    }
+    if (Status s = register_memory(p, len); !s) {
+      release_allocation(p, len, owner);
+      return s.error();
+    }
+    std::lock_guard lock(mu_);
+    allocations_[p] = {len, owner};
+    return p;
+  }
+
+  Status free_memory(void* addr) override {
+    std::pair<std::size_t, BackendKind> a;
+    {
+      std::lock_guard lock(mu_);
+      auto it = allocations_.find(addr);
+      if (it == allocations_.end()) return invalid("free_memory: not memory allocate_memory returned");
+      a = it->second;
+      allocations_.erase(it);
+    }
+    Status s = deregister(addr, a.first);
+    release_allocation(addr, a.first, a.second);
+    return s;
   }
 
   DescList registered() const override {
@@ -316,6 +355,11 @@ class AgentImpl final : public Agent {
     return Ok{};
   }
 
+  void release_allocation(void* p, std::size_t len, BackendKind owner) {
+    if (owner == BackendKind::kUcx) backends_.at(BackendKind::kUcx)->release_allocation(p);
+    else ::munmap(p, len);
+  }
+
   std::shared_ptr<Transfer> find(XferHandle handle) {
     std::lock_guard lock(transfers_mu_);
     auto it = transfers_.find(handle.id);
@@ -349,6 +393,7 @@ class AgentImpl final : public Agent {
   RegistrationCache cache_;
   std::unordered_map<std::string, std::shared_ptr<RemoteAgent>> remotes_;
   std::unordered_map<std::string, std::uint64_t> newest_generation_;
+  std::map<void*, std::pair<std::size_t, BackendKind>> allocations_;  // allocate_memory's
 
   std::mutex transfers_mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Transfer>> transfers_;

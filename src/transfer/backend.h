@@ -35,6 +35,9 @@ class Backend {
   // A merged region came or went (ucx maps it and packs an rkey).
   virtual Status add_region(const Range&) { return Ok{}; }
   virtual void remove_region(const Range&) {}
+  // Memory this backend allocates and maps itself (ucx); nullptr when it does not.
+  virtual void* allocate(std::size_t) { return nullptr; }
+  virtual void release_allocation(void*) {}
   // Adds this backend's connection info to the agent's metadata.
   virtual void export_metadata(AgentMetadata&) const {}
   // Whether (and how) this backend reaches the peer; an error says why not.

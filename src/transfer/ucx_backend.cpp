@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <atomic>
+#include <chrono>
 #include <cstring>
 #include <map>
 #include <mutex>
@@ -20,6 +21,8 @@
 namespace wcomm::xfer {
 
 namespace {
+
+constexpr auto kSpinAfterWork = std::chrono::microseconds(500);
 
 std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
 
@@ -90,7 +93,9 @@ class UcxBackend final : public Backend {
       thread_.join();
     }
     std::lock_guard lock(worker_mu_);
-    for (auto& [begin, m] : regions_) ucp_mem_unmap(context_, m.memh);
+    for (auto& [begin, m] : regions_)
+      if (m.owned) ucp_mem_unmap(context_, m.memh);
+    for (auto& [p, a] : allocated_) ucp_mem_unmap(context_, a.first);
     if (worker_) ucp_worker_destroy(worker_);
     if (context_) ucp_cleanup(context_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
@@ -103,8 +108,54 @@ class UcxBackend final : public Backend {
     if (auto remote = std::static_pointer_cast<UcxRemote>(t.peer->backend_state)) remote->suspect.store(true);
   }
 
+  void* allocate(std::size_t len) override {
+    ucp_mem_map_params_t mp{};
+    mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH | UCP_MEM_MAP_PARAM_FIELD_FLAGS;
+    mp.address = nullptr;
+    mp.length = len;
+    mp.flags = UCP_MEM_MAP_ALLOCATE;
+    std::lock_guard lock(worker_mu_);
+    ucp_mem_h memh = nullptr;
+    if (ucp_mem_map(context_, &mp, &memh) != UCS_OK) return nullptr;
+    ucp_mem_attr_t attr{};
+    attr.field_mask = UCP_MEM_ATTR_FIELD_ADDRESS | UCP_MEM_ATTR_FIELD_LENGTH;
+    if (ucp_mem_query(memh, &attr) != UCS_OK) {
+      ucp_mem_unmap(context_, memh);
+      return nullptr;
+    }
+    allocated_[attr.address] = {memh, len};
+    return attr.address;
+  }
+
+  void release_allocation(void* p) override {
+    std::lock_guard lock(worker_mu_);
+    auto it = allocated_.find(p);
+    if (it == allocated_.end()) return;
+    ucp_mem_unmap(context_, it->second.first);
+    allocated_.erase(it);
+  }
+
   Status add_region(const Range& r) override {
     if (!caps_.available) return Ok{};
+    {
+      // A region that is exactly memory UCX allocated reuses that mapping (its rkey lets a
+      // same-host peer map it).
+      std::lock_guard lock(worker_mu_);
+      auto a = allocated_.find(reinterpret_cast<void*>(r.begin));
+      if (a != allocated_.end() && a->second.second == r.end - r.begin) {
+        Mapped m;
+        m.memh = a->second.first;
+        m.owned = false;
+        void* buf = nullptr;
+        std::size_t len = 0;
+        if (ucp_rkey_pack(context_, m.memh, &buf, &len) != UCS_OK)
+          return Error{ErrorCode::kInvalidArgument, "ucx: ucp_rkey_pack failed"};
+        m.rkey.assign(static_cast<const char*>(buf), len);
+        ucp_rkey_buffer_release(buf);
+        regions_[r.begin] = std::move(m);
+        return Ok{};
+      }
+    }
     ucp_mem_map_params_t mp{};
     mp.field_mask = UCP_MEM_MAP_PARAM_FIELD_ADDRESS | UCP_MEM_MAP_PARAM_FIELD_LENGTH;
     mp.address = reinterpret_cast<void*>(r.begin);
@@ -130,7 +181,7 @@ class UcxBackend final : public Backend {
     std::lock_guard lock(worker_mu_);
     auto it = regions_.find(r.begin);
     if (it == regions_.end()) return;
-    ucp_mem_unmap(context_, it->second.memh);
+    if (it->second.owned) ucp_mem_unmap(context_, it->second.memh);
     regions_.erase(it);
   }
 
@@ -230,6 +281,7 @@ class UcxBackend final : public Backend {
   struct Mapped {
     ucp_mem_h memh = nullptr;
     std::string rkey;
+    bool owned = true;  // false: the mapping belongs to allocated_
   };
 
   void unavailable(std::string why) { caps_.reason = std::move(why); }
@@ -309,6 +361,7 @@ class UcxBackend final : public Backend {
   }
 
   void run() {
+    auto last_work = std::chrono::steady_clock::now();
     while (!stopping_.load()) {
       unsigned progressed = 0;
       {
@@ -316,7 +369,16 @@ class UcxBackend final : public Backend {
         progressed = ucp_worker_progress(worker_);
       }
       run_completions();
-      if (progressed || in_flight_hint()) continue;
+      const auto now = std::chrono::steady_clock::now();
+      if (progressed || in_flight_hint()) {
+        last_work = now;
+        continue;
+      }
+      // Keep polling a little after the last event: on a target, the next fragment of a
+      // transfer usually follows within microseconds, and sleeping on the event fd between
+      // fragments costs a wake-up each (UCX emulates RMA with active messages over tcp and
+      // over shared memory of memory it did not allocate).
+      if (now - last_work < kSpinAfterWork) continue;
       ucs_status_t armed;
       {
         std::lock_guard lock(worker_mu_);
@@ -325,7 +387,7 @@ class UcxBackend final : public Backend {
       if (armed == UCS_ERR_BUSY) continue;  // events came in meanwhile: progress again
       epoll_event events[2];
       // Bounded: operations posted in flight also need progress without any fd event.
-      const int n = ::epoll_wait(epoll_fd_, events, 2, in_flight_hint() ? 0 : 100);
+      const int n = ::epoll_wait(epoll_fd_, events, 2, in_flight_hint() ? 0 : 1);
       if (n > 0) {
         std::uint64_t drained;
         (void)!::read(wake_fd_, &drained, sizeof drained);
@@ -343,6 +405,7 @@ class UcxBackend final : public Backend {
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   std::map<std::uint64_t, Mapped> regions_;
+  std::map<void*, std::pair<ucp_mem_h, std::size_t>> allocated_;  // allocate()'s
   int wake_fd_ = -1, epoll_fd_ = -1;
   std::atomic<bool> stopping_{false};
   std::atomic<int> in_flight_{0};

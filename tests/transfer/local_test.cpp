@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 #include <unistd.h>
 
+#include <cstring>
 #include <filesystem>
 #include <thread>
 
@@ -159,6 +160,34 @@ TEST(CompatHash, CoversEveryFieldAndIsSha256) {
     change(other);
     EXPECT_NE(compat_hash(other), h);
   }
+}
+
+}  // namespace
+}  // namespace wcomm::xfer
+
+namespace wcomm::xfer {
+namespace {
+
+TEST(Agent, AllocatedMemoryIsRegisteredAndMovesBytes) {
+  auto a = Agent::create({.name = "a"});
+  auto b = Agent::create({.name = "b"});
+  auto src = a->allocate_memory(1 << 20);
+  auto dst = b->allocate_memory(1 << 20);
+  ASSERT_TRUE(src.ok() && dst.ok());
+  ASSERT_EQ(b->registered().size(), 1u);
+  EXPECT_EQ(b->registered()[0].addr, reinterpret_cast<std::uint64_t>(dst.value()));
+  std::memset(src.value(), 9, 1 << 20);
+  ASSERT_TRUE(a->add_remote(b->metadata()).ok());
+  auto h = a->post(Op::kWrite, {{reinterpret_cast<std::uint64_t>(src.value()), 1 << 20, 0}}, "b",
+                   {{reinterpret_cast<std::uint64_t>(dst.value()), 1 << 20, 0}});
+  ASSERT_TRUE(h.ok());
+  EXPECT_EQ(a->wait(h.value(), std::chrono::seconds(10)).state, XferState::kDone);
+  EXPECT_EQ(static_cast<std::uint8_t*>(dst.value())[12345], 9);
+  EXPECT_TRUE(a->release(h.value()).ok());
+  EXPECT_TRUE(b->free_memory(dst.value()).ok());
+  EXPECT_TRUE(b->registered().empty());
+  EXPECT_FALSE(b->free_memory(dst.value()).ok());
+  EXPECT_FALSE(a->allocate_memory(0).ok());
 }
 
 }  // namespace

@@ -66,6 +66,13 @@ class Agent {
   // for the new ranges: export it again.
   virtual Status register_memory(const void* addr, std::size_t len) = 0;
   virtual Status deregister(const void* addr, std::size_t len) = 0;
+  // Memory the agent allocates and registers for you, from the backend that reaches it
+  // fastest: with ucx available, ucp_mem_map(ALLOCATE), i.e. shared memory a same-host UCX
+  // peer maps and copies into directly (UCX's shared-memory transports cannot do that with
+  // memory they did not allocate); else page-aligned anonymous memory. Free it with
+  // free_memory (which deregisters it).
+  virtual Result<void*> allocate_memory(std::size_t len) = 0;
+  virtual Status free_memory(void* addr) = 0;
   // The merged registered ranges (ascending), for tests and diagnostics.
   virtual DescList registered() const = 0;
 
