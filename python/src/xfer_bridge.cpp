@@ -139,6 +139,14 @@ void register_xfer(py::module_& m) {
         py::gil_scoped_release release;
         check(a.agent->deregister(reinterpret_cast<const void*>(addr), len));
       })
+      .def("allocate_memory", [](PyAgent& a, std::size_t len) {
+        py::gil_scoped_release release;
+        return reinterpret_cast<std::uint64_t>(value_or_throw(a.agent->allocate_memory(len)));
+      })
+      .def("free_memory", [](PyAgent& a, std::uint64_t addr) {
+        py::gil_scoped_release release;
+        check(a.agent->free_memory(reinterpret_cast<void*>(addr)));
+      })
       .def("registered", [](PyAgent& a) { return from_descs(a.agent->registered()); })
       .def("metadata", [](PyAgent& a) {
         std::string m;

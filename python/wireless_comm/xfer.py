@@ -99,6 +99,17 @@ class Agent:
             if not kept:
                 del self._keep[(addr, n)]
 
+    def allocate(self, nbytes: int) -> memoryview:
+        """Registered memory the agent allocates (ucx: UCX shared memory a same-host UCX peer
+        copies into directly). Writable; valid until free(view) or the agent is gone."""
+        import ctypes
+        addr = self._a.allocate_memory(int(nbytes))
+        return memoryview((ctypes.c_char * int(nbytes)).from_address(addr)).cast("B")
+
+    def free(self, view: memoryview) -> None:
+        addr, _ = address_of(view)
+        self._a.free_memory(addr)
+
     def register_memory(self, addr: int, length: int) -> None:
         self._a.register_memory(addr, length)
 

@@ -105,3 +105,13 @@ def test_capabilities_and_compat_hash():
     assert not tcp["available"] and "Comm" in tcp["reason"]
     h = xfer.compat_hash("m", "float16", 4096)
     assert len(h) == 64 and h != xfer.compat_hash("m", "bfloat16", 4096)
+
+
+def test_allocated_memory_is_registered():
+    agent = xfer.Agent("alloc")
+    view = agent.allocate(1 << 16)
+    view[:4] = b"abcd"
+    addr, n = xfer.address_of(view)
+    assert n == 1 << 16 and (addr, n, 0) in agent.registered()
+    agent.free(view)
+    assert agent.registered() == []
