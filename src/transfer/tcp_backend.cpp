@@ -1,6 +1,6 @@
 // The tcp backend: the fallback that needs nothing but the agents' Comm. A WRITE is a header
-// then the bytes (read by the target straight into its registered memory with recv_into);
-// a READ is a header, answered by an ack and the bytes (read into the initiator's memory).
+// then the bytes (copied by the target into its registered memory);
+// a READ is a header, answered by an ack and the bytes (copied into the initiator's memory).
 // Each side handles one request per peer at a time, so per-peer FIFO order pairs headers
 // with their bytes.
 #include <cstring>
@@ -46,9 +46,9 @@ std::string string_field(const Dict& d, const char* key) {
   return {};
 }
 
-// Copies a received list of byte tensors into the descriptors' memory. (recv_into straight
-// into registered memory read wrong bytes now and then in the write path, under
-// investigation: see docs/transfer.md; one copy on the target until then.)
+// Copies a received list of byte tensors into the descriptors' memory. (Comm::recv_into
+// would read them straight in, but a recv_into posted while its frame is already being read
+// completes without the bytes: docs/transfer.md, "Known issues". One copy until Comm is fixed.)
 std::string copy_into(const Value& v, const DescList& descs) {
   const List* l = v.get_if<List>();
   if (!l || l->items.size() != descs.size()) return "the bytes did not come as one tensor per descriptor";
@@ -151,6 +151,15 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
   }
 
  private:
+  std::shared_ptr<Transfer> take_pending(std::uint64_t id) {
+    std::lock_guard lock(mu_);
+    auto it = pending_.find(id);
+    if (it == pending_.end()) return nullptr;
+    std::shared_ptr<Transfer> t = std::move(it->second);
+    pending_.erase(it);
+    return t;
+  }
+
   void complete(std::uint64_t id, Status s) {
     std::shared_ptr<Transfer> t;
     {
@@ -270,9 +279,7 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
       auto it = pending_.find(id);
       if (it != pending_.end()) t = it->second;
     }
-    // A released transfer's bytes are read and dropped, never written into its memory.
-    Future<Received> data = t ? comm_->recv_into(peer, tensors_over(t->local), {.tag = kReadDataTag})
-                               : comm_->recv(peer, {.tag = kReadDataTag});
+    Future<Received> data = comm_->recv(peer, {.tag = kReadDataTag});
     if (t) {
       auto state = std::static_pointer_cast<TcpState>(t->backend_state);
       std::lock_guard lock(state->mu);
@@ -282,8 +289,22 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
     data.then([weak, peer, id](Result<Received> got) {
       auto self = weak.lock();
       if (!self) return;
-      if (got) self->complete(id, Ok{});
-      else self->complete(id, Error{got.error().code, "tcp: receiving the bytes failed: " + got.error().message});
+      if (!got) {
+        self->complete(id, Error{got.error().code, "tcp: receiving the bytes failed: " + got.error().message});
+      } else {
+        // Copied into the transfer's memory only while it is still pending and unreleased
+        // (a released transfer's memory may be gone: its bytes are dropped).
+        std::shared_ptr<Transfer> t = self->take_pending(id);
+        if (t) {
+          std::string why;
+          {
+            t->active_steps.fetch_add(1);
+            if (!t->cancelled.load()) why = copy_into(got.value().value, t->local);
+            t->active_steps.fetch_sub(1);
+          }
+          self->done_(t, why.empty() ? Status(Ok{}) : Status(Error{ErrorCode::kProtocol, "tcp: " + why}));
+        }
+      }
       self->arm_acks(peer);
     });
   }

@@ -88,8 +88,11 @@ TEST_P(CacheSuite, RequestBeforePublishParksThenDrains) {
   ASSERT_TRUE(consumer_->request("late-2", "peer", 10).ok());
   // Wait (bounded) until the producer holds both requests parked.
   std::int64_t parked = 0;
-  for (int i = 0; i < 500 && parked < 2; ++i) parked = peer_->command(Dict{{"cmd", "parked"}}).find("parked")->as<std::int64_t>();
-  ASSERT_EQ(parked, 2);
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
+  while (parked < 2 && std::chrono::steady_clock::now() < deadline)
+    parked = peer_->command(Dict{{"cmd", "parked"}}).find("parked")->as<std::int64_t>();
+  ASSERT_EQ(parked, 2) << readiness_name(consumer_->probe("late").readiness) << " " << consumer_->probe("late").reason
+                       << "\n" << peer_->process().output();
   EXPECT_EQ(consumer_->probe("late").readiness, Readiness::kInFlight);
   publish("late", size, 9);
   publish("late-2", 10, 10);
