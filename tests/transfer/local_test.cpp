@@ -7,8 +7,10 @@
 #include <filesystem>
 #include <thread>
 
+#include "process_util.h"
 #include "transfer/metadata.h"
 #include "transfer/registration_cache.h"
+#include "wcomm/comm.h"
 #include "wcomm/xfer/agent.h"
 #include "wcomm/xfer/cache_service.h"
 #include "wcomm/xfer/shared_region.h"
@@ -162,11 +164,6 @@ TEST(CompatHash, CoversEveryFieldAndIsSha256) {
   }
 }
 
-}  // namespace
-}  // namespace wcomm::xfer
-
-namespace wcomm::xfer {
-namespace {
 
 TEST(Agent, AllocatedMemoryIsRegisteredAndMovesBytes) {
   auto a = Agent::create({.name = "a"});
@@ -188,6 +185,73 @@ TEST(Agent, AllocatedMemoryIsRegisteredAndMovesBytes) {
   EXPECT_TRUE(b->registered().empty());
   EXPECT_FALSE(b->free_memory(dst.value()).ok());
   EXPECT_FALSE(a->allocate_memory(0).ok());
+}
+
+
+TEST(Agent, AutoPrefersCmaThenUcxThenTcpAndSaysWhyNoneFits) {
+  auto a = Agent::create({.name = "a"});
+  auto b = Agent::create({.name = "b"});
+  std::vector<char> mem(4096);
+  ASSERT_TRUE(b->register_memory(mem.data(), mem.size()).ok());
+  AgentMetadata m = decode_metadata(b->metadata()).value();
+  ASSERT_TRUE(a->add_remote(encode_metadata(m)).ok());
+  EXPECT_EQ(a->backend_for("b").value(), BackendKind::kCma);  // same host
+  m.host_id = "another-host";
+  ASSERT_TRUE(a->add_remote(encode_metadata(m)).ok());
+  EXPECT_EQ(a->backend_for("b").value(), BackendKind::kUcx);  // not same host: ucx
+  m.ucx_address.clear();
+  m.ucx_rkeys.clear();
+  Result<std::string> none = a->add_remote(encode_metadata(m));
+  ASSERT_FALSE(none.ok());  // no Comm, so no tcp either; every reason is named
+  EXPECT_NE(none.error().message.find("another host"), std::string::npos) << none.error().message;
+  EXPECT_NE(none.error().message.find("no ucx address"), std::string::npos) << none.error().message;
+  EXPECT_NE(none.error().message.find("AgentConfig.comm is not set"), std::string::npos) << none.error().message;
+}
+
+}  // namespace
+}  // namespace wcomm::xfer
+
+
+namespace wcomm::xfer {
+namespace {
+
+TEST(Agent, AutoFallsBackToTcpOverTheAgentsComm) {
+  auto ports = wcomm::testing::free_tcp_ports(2);
+  const Peer pa{"node-a", "127.0.0.1", ports[0]}, pb{"node-b", "127.0.0.1", ports[1]};
+  auto ca = Comm::create({.local = pa, .peers = {pb}});
+  auto cb = Comm::create({.local = pb, .peers = {pa}});
+  {
+    auto a = Agent::create({.name = "a", .comm = ca});
+    auto b = Agent::create({.name = "b", .comm = cb});
+    std::vector<std::uint8_t> src(100000, 5), dst(100000, 0);
+    ASSERT_TRUE(a->register_memory(src.data(), src.size()).ok());
+    ASSERT_TRUE(b->register_memory(dst.data(), dst.size()).ok());
+    AgentMetadata m = decode_metadata(b->metadata()).value();
+    m.host_id = "another-host";  // as if b were elsewhere and had no ucx
+    m.ucx_address.clear();
+    m.ucx_rkeys.clear();
+    ASSERT_TRUE(a->add_remote(encode_metadata(m)).ok());
+    EXPECT_EQ(a->backend_for("b").value(), BackendKind::kTcp);
+    auto h = a->post(Op::kWrite, {{reinterpret_cast<std::uint64_t>(src.data()), src.size(), 0}}, "b",
+                     {{reinterpret_cast<std::uint64_t>(dst.data()), dst.size(), 0}}, {.notification = "hi"});
+    ASSERT_TRUE(h.ok()) << h.error().message;
+    XferStatus s = a->wait(h.value(), std::chrono::seconds(20));
+    ASSERT_EQ(s.state, XferState::kDone) << s.reason;
+    EXPECT_EQ(dst, src);
+    // The notification went out before the transfer was reported done; it is in b's inbox
+    // once b's loop has handled it (bounded wait).
+    std::vector<Notification> got;
+    const auto deadline = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+    while (got.empty() && std::chrono::steady_clock::now() < deadline) {
+      got = b->take_notifications();
+      if (got.empty()) std::this_thread::sleep_for(std::chrono::milliseconds(1));
+    }
+    ASSERT_EQ(got.size(), 1u);
+    EXPECT_EQ(got[0].remote, "a");
+    EXPECT_EQ(got[0].message, "hi");
+  }
+  ca->close();
+  cb->close();
 }
 
 }  // namespace
