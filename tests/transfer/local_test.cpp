@@ -256,3 +256,30 @@ TEST(Agent, AutoFallsBackToTcpOverTheAgentsComm) {
 
 }  // namespace
 }  // namespace wcomm::xfer
+
+namespace wcomm::xfer {
+namespace {
+
+// Not a speed check: an ordering one. With 4 KiB chunks a 64 MiB transfer is 16384 turns of
+// the queue, and a 4 KiB transfer posted after it gets its turn after at most one chunk per
+// worker, so it completes while the large one is still moving.
+TEST(Agent, SmallTransferIsNotQueuedBehindALargeOne) {
+  auto a = Agent::create({.name = "a", .backend = BackendKind::kCma, .chunk_bytes = 4096});
+  auto b = Agent::create({.name = "b", .backend = BackendKind::kCma});
+  const std::size_t big = 64u << 20;
+  std::vector<std::uint8_t> src(big + 4096, 1), dst(big + 4096, 0);
+  ASSERT_TRUE(a->register_memory(src.data(), src.size()).ok());
+  ASSERT_TRUE(b->register_memory(dst.data(), dst.size()).ok());
+  ASSERT_TRUE(a->add_remote(b->metadata()).ok());
+  const auto s = reinterpret_cast<std::uint64_t>(src.data()), d = reinterpret_cast<std::uint64_t>(dst.data());
+  auto large = a->post(Op::kWrite, {{s, big, 0}}, "b", {{d, big, 0}});
+  auto small = a->post(Op::kWrite, {{s + big, 4096, 0}}, "b", {{d + big, 4096, 0}});
+  ASSERT_TRUE(large.ok() && small.ok());
+  EXPECT_EQ(a->wait(small.value(), std::chrono::seconds(20)).state, XferState::kDone);
+  EXPECT_EQ(a->poll(large.value()).state, XferState::kPending);
+  EXPECT_EQ(a->wait(large.value(), std::chrono::seconds(60)).state, XferState::kDone);
+  EXPECT_EQ(dst, src);
+}
+
+}  // namespace
+}  // namespace wcomm::xfer
