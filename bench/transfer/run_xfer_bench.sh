@@ -17,8 +17,10 @@ size=$((64 << 20))
 [ -x "$bench" ] || { echo "run_xfer_bench: build it first: cmake --build $build --target xfer_bench" >&2; exit 1; }
 command -v ucx_perftest >/dev/null || { echo "run_xfer_bench: ucx_perftest is missing (ucx-utils; scripts/bootstrap.sh)" >&2; exit 1; }
 
-echo "== cma WRITE 64 MiB vs memcpy"
+echo "== cma WRITE 64 MiB vs memcpy (buffers on 4 KiB pages)"
 "$bench" write cma "$size" "$iters"
+echo "== cma WRITE 64 MiB vs memcpy (both buffers madvise(MADV_HUGEPAGE) before first touch)"
+XFER_BENCH_HUGEPAGES=1 "$bench" write cma "$size" "$iters"
 
 echo "== ucx WRITE 64 MiB over UCX_TLS=tcp"
 UCX_TLS=tcp "$bench" write ucx "$size" "$iters"

@@ -4,6 +4,7 @@
 //   xfer_bench small BACKEND SIZE SECONDS INFLIGHT   transfers per second with INFLIGHT posted
 // The target agent is a forked child; metadata travels over a pipe. UCX_TLS picks UCX's
 // transports. Prints one JSON object per run on stdout.
+#include <sys/mman.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -11,6 +12,7 @@
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
+#include <memory>
 #include <string>
 #include <vector>
 
@@ -20,6 +22,22 @@ using namespace wcomm::xfer;
 using Clock = std::chrono::steady_clock;
 
 namespace {
+
+// A pre-faulted buffer; with XFER_BENCH_HUGEPAGES=1, 2 MiB aligned and madvise(MADV_HUGEPAGE)
+// (transparent huge pages in "madvise" mode): process_vm_writev pins fewer page-table levels.
+struct Buffer {
+  std::uint8_t* data = nullptr;
+  std::size_t size = 0;
+  Buffer(std::size_t n, std::uint8_t fill) : size(n) {
+    const std::size_t align = 2u << 20;
+    data = static_cast<std::uint8_t*>(std::aligned_alloc(align, (n + align - 1) / align * align));
+    if (std::getenv("XFER_BENCH_HUGEPAGES")) ::madvise(data, (n + align - 1) / align * align, MADV_HUGEPAGE);
+    std::memset(data, fill, n);
+  }
+  ~Buffer() { std::free(data); }
+  Buffer(const Buffer&) = delete;
+  Buffer& operator=(const Buffer&) = delete;
+};
 
 struct Target {
   pid_t pid = -1;
@@ -48,7 +66,7 @@ Target spawn_target(BackendKind backend, std::size_t size) {
     ::close(up[0]);
     ::close(down[1]);
     auto agent = Agent::create({.name = "target", .backend = backend});
-    std::vector<std::uint8_t> memory;
+    std::unique_ptr<Buffer> memory;
     std::uint8_t* target = nullptr;
     if (std::getenv("XFER_BENCH_ALLOCATE")) {  // the agent's own memory (ucx: UCX-allocated shm)
       auto p = agent->allocate_memory(size);
@@ -56,8 +74,8 @@ Target spawn_target(BackendKind backend, std::size_t size) {
       target = static_cast<std::uint8_t*>(p.value());
       std::memset(target, 1, size);
     } else {
-      memory.assign(size, 1);  // touched: no page faults during the run
-      target = memory.data();
+      memory = std::make_unique<Buffer>(size, 1);  // touched: no page faults during the run
+      target = memory->data;
       if (!agent->register_memory(target, size)) _exit(2);
     }
     const std::string meta = agent->metadata();
@@ -94,15 +112,15 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 int run_write(BackendKind backend, std::size_t size, int iters) {
   Target target = spawn_target(backend, size);
-  std::vector<std::uint8_t> src(size, 2), dst(size, 3);
+  Buffer src(size, 2), dst(size, 3);
   auto agent = Agent::create({.name = "bench", .backend = backend});
-  if (!agent->register_memory(src.data(), size)) return 1;
+  if (!agent->register_memory(src.data, size)) return 1;
   auto remote = agent->add_remote(target.metadata);
   if (!remote) {
     std::fprintf(stderr, "%s\n", remote.error().message.c_str());
     return 1;
   }
-  const DescList local{{reinterpret_cast<std::uint64_t>(src.data()), size, 0}};
+  const DescList local{{reinterpret_cast<std::uint64_t>(src.data), size, 0}};
   const DescList far{{target.base, size, 0}};
   auto once = [&] {
     auto h = agent->post(Op::kWrite, local, remote.value(), far).value();
@@ -121,13 +139,13 @@ int run_write(BackendKind backend, std::size_t size, int iters) {
     once();
     const double x = seconds_since(t0);
     t0 = Clock::now();
-    std::memcpy(dst.data(), src.data(), size);
+    std::memcpy(dst.data, src.data, size);
     const double c = seconds_since(t0);
     xfer_best = std::min(xfer_best, x);
     copy_best = std::min(copy_best, c);
     xfer_sum += x;
     copy_sum += c;
-    src[i % size] ^= dst[(i * 7) % size];  // keeps the copy from being optimised away
+    src.data[i % size] ^= dst.data[(i * 7) % size];  // keeps the copy from being optimised away
   }
   const double gb = static_cast<double>(size) / 1e9;
   std::printf("{\"mode\":\"write\",\"backend\":\"%s\",\"bytes\":%zu,\"iters\":%d,\"xfer_gbps_mean\":%.3f,\"xfer_gbps_best\":%.3f,"
