@@ -174,11 +174,12 @@ int run_small(BackendKind backend, std::size_t size, double seconds, int infligh
   std::uint64_t done = 0;
   const auto t0 = Clock::now();
   const auto end = t0 + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds));
+  // The window slides in posting order: wait (sleeping, not spinning: the workers need the
+  // cores) for the oldest, then post its replacement.
   while (Clock::now() < end) {
     for (int i = 0; i < inflight; ++i) {
-      const XferStatus s = agent->poll(slots[static_cast<std::size_t>(i)]);
-      if (s.state == XferState::kPending) continue;
-      if (s.state == XferState::kError) {
+      const XferStatus s = agent->wait(slots[static_cast<std::size_t>(i)], std::chrono::seconds(10));
+      if (s.state != XferState::kDone) {
         std::fprintf(stderr, "transfer failed: %s\n", s.reason.c_str());
         return 1;
       }
