@@ -42,12 +42,20 @@ class AgentImpl final : public Agent {
  public:
   explicit AgentImpl(AgentConfig config) : config_(std::move(config)), generation_(new_generation()) {
     auto done = [this](const std::shared_ptr<Transfer>& t, Status s) { on_backend_done(t, std::move(s)); };
-    backends_[BackendKind::kCma] = make_cma_backend(config_, done);
-    backends_[BackendKind::kUcx] = make_ucx_backend(config_, done);
-    backends_[BackendKind::kTcp] = make_tcp_backend(config_, generation_, done, [this](std::uint64_t b, std::uint64_t e) {
-      std::lock_guard lock(mu_);
-      return cache_.find(b, e);
-    });
+    // Only the backends this agent may use are started (auto: all of them).
+    auto wanted = [&](BackendKind k) { return config_.backend == BackendKind::kAuto || config_.backend == k; };
+    backends_[BackendKind::kCma] = wanted(BackendKind::kCma) ? make_cma_backend(config_, done)
+                                                             : make_unselected_backend(BackendKind::kCma, config_.backend);
+    backends_[BackendKind::kUcx] = wanted(BackendKind::kUcx) ? make_ucx_backend(config_, done)
+                                                             : make_unselected_backend(BackendKind::kUcx, config_.backend);
+    backends_[BackendKind::kTcp] =
+        wanted(BackendKind::kTcp)
+            ? make_tcp_backend(config_, generation_, done,
+                               [this](std::uint64_t b, std::uint64_t e) {
+                                 std::lock_guard lock(mu_);
+                                 return cache_.find(b, e);
+                               })
+            : make_unselected_backend(BackendKind::kTcp, config_.backend);
     if (config_.comm) {
       notify_ = std::make_shared<NotifyChannel>(config_.comm);
       notify_->start();
@@ -78,8 +86,6 @@ class AgentImpl final : public Agent {
     if (kind != BackendKind::kAuto) {
       Capabilities c = backends_.at(kind)->capabilities();
       c.notifications = c.available && config_.comm != nullptr;
-      if (!c.available && config_.backend != BackendKind::kAuto && config_.backend != kind && c.reason.empty())
-        c.reason = "not selected";
       return c;
     }
     Capabilities all;

@@ -54,6 +54,7 @@ class Backend {
 // a peer asks it to write or read).
 using FindLocalFn = std::function<std::optional<Range>(std::uint64_t begin, std::uint64_t end)>;
 
+std::unique_ptr<Backend> make_unselected_backend(BackendKind kind, BackendKind selected);
 std::unique_ptr<Backend> make_cma_backend(const AgentConfig& config, CompletionFn done);
 std::unique_ptr<Backend> make_ucx_backend(const AgentConfig& config, CompletionFn done);
 std::unique_ptr<Backend> make_tcp_backend(const AgentConfig& config, std::uint64_t generation, CompletionFn done,

@@ -67,6 +67,9 @@ TEST(Agent, CapabilitiesAreQueriedNotThrown) {
   EXPECT_NE(tcp.reason.find("Comm"), std::string::npos) << tcp.reason;
   EXPECT_TRUE(agent->capabilities(BackendKind::kUcx).available) << agent->capabilities(BackendKind::kUcx).reason;
   EXPECT_THROW(Agent::create({.name = "b", .backend = BackendKind::kTcp}), InvalidArgumentError);
+  auto cma_only = Agent::create({.name = "c", .backend = BackendKind::kCma});  // starts no UCX
+  EXPECT_FALSE(cma_only->capabilities(BackendKind::kUcx).available);
+  EXPECT_NE(cma_only->capabilities(BackendKind::kUcx).reason.find("not selected"), std::string::npos);
   EXPECT_THROW(Agent::create({.name = ""}), InvalidArgumentError);
   EXPECT_THROW(parse_backend("rdma"), InvalidArgumentError);
 }

@@ -21,7 +21,8 @@ namespace wcomm::xfer {
 
 struct AgentConfig {
   std::string name;                         // unique among the agents that talk to each other
-  BackendKind backend = BackendKind::kAuto;  // one backend for every remote, or auto per remote
+  // One backend for every remote (the others are not started), or auto per remote.
+  BackendKind backend = BackendKind::kAuto;
   // Optional. The tcp backend's data path and the channel notifications travel on; its node
   // id is how remotes reach this agent, so it must list them as peers (a Comm's directory is
   // static). The Agent receives on Comm tags kFirstReservedTag and up: leave those alone.
