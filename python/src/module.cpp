@@ -7,6 +7,7 @@
 #include "core_comm.h"
 #include "errors_bridge.h"
 #include "to_value.h"
+#include "xfer_bridge.h"
 #include "wcomm/value.h"
 
 namespace py = pybind11;
@@ -15,6 +16,7 @@ using namespace wcomm::python;
 PYBIND11_MODULE(_core, m) {
   m.doc() = "wcomm's C++ Comm for the wireless_comm package (private API)";
   register_error_translator();
+  register_xfer(m);  // wireless_comm.xfer
 
   m.attr("TENSOR_AUTO") = static_cast<int>(TensorMode::kAuto);
   m.attr("TENSOR_TORCH") = static_cast<int>(TensorMode::kTorch);
