@@ -10,12 +10,6 @@
 
 namespace wcomm::mesh {
 
-namespace {
-// A blocking receive with a backlog pending waits at most this long at a time, so the
-// backlog keeps draining while the owner waits (mesh-zmq.md).
-constexpr int kBacklogWaitMs = 50;
-}  // namespace
-
 OutboxCommunicator::OutboxCommunicator(Communicator& inner, std::size_t warn_backlog)
     : inner_(inner),
       warn_backlog_(warn_backlog ? warn_backlog
@@ -62,34 +56,39 @@ bool OutboxCommunicator::flush() {
   return left;
 }
 
-std::vector<Value> OutboxCommunicator::get_all_new_messages(bool blocking, std::optional<double> timeout_s) {
-  if (!blocking) {
-    flush();
-    return inner_.get_all_new_messages();
-  }
+std::vector<std::string> OutboxCommunicator::backlogged() const {
+  std::vector<std::string> ids;
+  for (const auto& [id, queue] : queues_)
+    if (!queue.empty()) ids.push_back(id);
+  return ids;
+}
+
+Communicator::WaitResult OutboxCommunicator::wait(int timeout_ms) {
   using Clock = std::chrono::steady_clock;
-  const auto deadline = timeout_s ? Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                                       std::chrono::duration<double>(*timeout_s))
-                                  : Clock::time_point::max();
+  const auto deadline = Clock::now() + std::chrono::milliseconds(timeout_ms);
   while (true) {
-    const bool pending = flush();
-    long wait_ms = -1;
-    if (timeout_s) {
-      wait_ms = std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count());
+    flush();
+    int left = timeout_ms;
+    if (timeout_ms >= 0)
+      left = static_cast<int>(
+          std::max<long>(0, std::chrono::duration_cast<std::chrono::milliseconds>(deadline - Clock::now()).count()));
+    // A peer that can take its backlog again ends the inner wait; the backlog moves, and the
+    // wait goes on for what the caller waits for.
+    Communicator::WaitResult r = inner_.wait(left, backlogged());
+    if (r.readable || r.event || !r.writable || (timeout_ms >= 0 && Clock::now() >= deadline)) {
+      flush();
+      return r;
     }
-    if (pending) wait_ms = wait_ms < 0 ? kBacklogWaitMs : std::min<long>(wait_ms, kBacklogWaitMs);
-    const auto started = Clock::now();
-    std::vector<Value> got = inner_.get_all_new_messages(true, wait_ms < 0 ? std::optional<double>() : wait_ms / 1000.0);
-    // Ended before its time with nothing: the registered event fired; that ends this wait too.
-    const bool woken = got.empty() && Clock::now() - started < std::chrono::milliseconds(wait_ms - 1);
-    if (!got.empty() || !pending || woken || Clock::now() >= deadline) return got;
   }
 }
 
-bool OutboxCommunicator::poll_for_messages(int timeout_ms) {
-  flush();
-  return inner_.poll_for_messages(timeout_ms);
+std::vector<Value> OutboxCommunicator::get_all_new_messages(bool blocking, std::optional<double> timeout_s) {
+  if (blocking) wait(timeout_s ? static_cast<int>(*timeout_s * 1000) : -1);
+  else flush();
+  return inner_.get_all_new_messages();
 }
+
+bool OutboxCommunicator::poll_for_messages(int timeout_ms) { return wait(timeout_ms).readable; }
 
 std::size_t OutboxCommunicator::backlog(const std::string& entity_id) const {
   auto it = queues_.find(entity_id);

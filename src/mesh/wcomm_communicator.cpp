@@ -8,6 +8,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <deque>
@@ -72,6 +73,9 @@ void arm_recv(const std::shared_ptr<Comm>& comm, const std::shared_ptr<Inbox>& i
         }
       } else if (got.error().code == ErrorCode::kClosed) {
         return;
+      } else if (got.error().code == ErrorCode::kConnectionClosed) {
+        // A peer that exits or restarts: routine in a mesh; the next recv waits for it.
+        spdlog::debug("mesh entity '{}': '{}' went away: {}", inbox->my_id, peer->node_id, got.error().message);
       } else {
         spdlog::warn("mesh entity '{}': receiving from '{}': {}", inbox->my_id, peer->node_id, got.error().message);
       }
@@ -158,7 +162,11 @@ WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string>
   // The mesh counts messages in flight itself (sndhwm); Comm's own bound must not refuse first.
   spec.comm.max_peer_queued_messages = im.sndhwm + 1;
   spec.comm.max_peer_queued_bytes = std::max<std::uint64_t>(spec.comm.max_peer_queued_bytes, 1ull << 30);
-  spec.comm.connect_timeout_s = 60.0;  // a peer may start a while after us, as with ZeroMQ
+  spec.comm.connect_timeout_s = 60.0;
+  // What Comm holds unreceived per peer is part of this entity's inbox bound: past it, peers
+  // are pushed back (their sends block) instead of being read without limit.
+  spec.comm.max_peer_unreceived_messages =
+      std::min<std::uint64_t>(spec.comm.max_peer_unreceived_messages, std::max<std::size_t>(1, options.max_inbox_messages));  // a peer may start a while after us, as with ZeroMQ
   im.comm = Comm::create(std::move(spec));
   im.endpoint = im.comm->addresses().front().to_string();
 
@@ -196,8 +204,7 @@ bool WcommCommunicator::try_send_bytes(std::string_view entity_id, std::string_v
   return true;
 }
 
-std::vector<std::string> WcommCommunicator::get_all_new_bytes(bool blocking, std::optional<double> timeout_s) {
-  if (blocking) poll_for_messages(timeout_s ? static_cast<int>(*timeout_s * 1000) : -1);
+std::vector<std::string> WcommCommunicator::take_all_bytes() {
   Inbox& inbox = *impl_->inbox;
   std::vector<std::string> out;
   std::vector<const Peer*> parked;
@@ -212,15 +219,37 @@ std::vector<std::string> WcommCommunicator::get_all_new_bytes(bool blocking, std
   return out;
 }
 
-bool WcommCommunicator::poll_for_messages(int timeout_ms) {
+Communicator::WaitResult WcommCommunicator::wait(int timeout_ms, const std::vector<std::string>& writable_peers) {
+  WaitResult r;
+  auto writable = [&] {
+    for (const std::string& id : writable_peers)
+      if (impl_->settle(id).size() < impl_->sndhwm) return true;
+    return false;
+  };
+  if ((r.writable = writable())) return r;
+  // A full peer's sends complete on the loop thread, which signals nothing here: while one is
+  // wanted, wait in short slices and look again.
+  constexpr int kSliceMs = 1;
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   Inbox& inbox = *impl_->inbox;
-  pollfd fds[2] = {{inbox.fd, POLLIN, 0}, {event_fd(), POLLIN, 0}};
-  const int n = event_fd() >= 0 ? 2 : 1;
-  int rc;
-  while ((rc = ::poll(fds, n, timeout_ms)) < 0 && errno == EINTR) {
+  while (true) {
+    int slice = timeout_ms;
+    if (!writable_peers.empty()) {
+      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
+      slice = timeout_ms < 0 ? kSliceMs : static_cast<int>(std::clamp<long>(left.count(), 0, kSliceMs));
+    }
+    pollfd fds[2] = {{inbox.fd, POLLIN, 0}, {event_fd(), POLLIN, 0}};
+    const int n = event_fd() >= 0 ? 2 : 1;
+    while (::poll(fds, n, slice) < 0 && errno == EINTR) {
+    }
+    r.event = n == 2 && (fds[1].revents & POLLIN);
+    if (r.event) drain_event();
+    r.readable = fds[0].revents & POLLIN;
+    r.writable = writable();
+    if (r.readable || r.event || r.writable || writable_peers.empty() ||
+        (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline))
+      return r;
   }
-  if (n == 2 && (fds[1].revents & POLLIN)) drain_event();
-  return fds[0].revents & POLLIN;
 }
 
 std::string WcommCommunicator::endpoint() const { return impl_->endpoint; }

@@ -39,18 +39,23 @@ struct ZmqCommunicator::Impl {
     return push.emplace(std::string(id), std::move(s)).first->second;
   }
 
-  // Waits for the PULL socket or the event fd; true when the PULL socket is readable.
-  bool wait(long timeout_ms, int event_fd, bool& event_fired) {
-    zmq::pollitem_t items[2] = {{pull.handle(), 0, ZMQ_POLLIN, 0}, {nullptr, event_fd, ZMQ_POLLIN, 0}};
-    const int n = event_fd >= 0 ? 2 : 1;
+  // Polls the PULL socket, the event fd and (for POLLOUT) the PUSH sockets of writable_peers.
+  WaitResult wait(long timeout_ms, int event_fd, const std::vector<std::string>& writable_peers) {
+    std::vector<zmq::pollitem_t> items = {{pull.handle(), 0, ZMQ_POLLIN, 0}};
+    if (event_fd >= 0) items.push_back({nullptr, event_fd, ZMQ_POLLIN, 0});
+    const std::size_t first_push = items.size();
+    for (const std::string& id : writable_peers) items.push_back({push_socket(id).handle(), 0, ZMQ_POLLOUT, 0});
+    WaitResult r;
     try {
-      zmq::poll(items, n, std::chrono::milliseconds(timeout_ms));
+      zmq::poll(items.data(), items.size(), std::chrono::milliseconds(timeout_ms));
     } catch (const zmq::error_t& e) {
       if (e.num() != EINTR) throw;
-      return false;  // a signal ends the wait early, as a timeout would
+      return r;  // a signal ends the wait early, as a timeout would
     }
-    event_fired = n == 2 && (items[1].revents & ZMQ_POLLIN);
-    return items[0].revents & ZMQ_POLLIN;
+    r.readable = items[0].revents & ZMQ_POLLIN;
+    r.event = event_fd >= 0 && (items[1].revents & ZMQ_POLLIN);
+    for (std::size_t i = first_push; i < items.size(); ++i) r.writable |= (items[i].revents & ZMQ_POLLOUT) != 0;
+    return r;
   }
 };
 
@@ -93,24 +98,17 @@ bool ZmqCommunicator::try_send_bytes(std::string_view entity_id, std::string_vie
       .has_value();
 }
 
-std::vector<std::string> ZmqCommunicator::get_all_new_bytes(bool blocking, std::optional<double> timeout_s) {
-  Impl& im = *impl_;
-  if (blocking) {
-    bool fired = false;
-    im.wait(timeout_s ? static_cast<long>(*timeout_s * 1000) : -1, event_fd(), fired);
-    if (fired) drain_event();
-  }
-  std::vector<std::string> out;
-  zmq::message_t m;
-  while (im.pull.recv(m, zmq::recv_flags::dontwait)) out.emplace_back(m.data<char>(), m.size());
-  return out;
+Communicator::WaitResult ZmqCommunicator::wait(int timeout_ms, const std::vector<std::string>& writable_peers) {
+  WaitResult r = impl_->wait(timeout_ms, event_fd(), writable_peers);
+  if (r.event) drain_event();
+  return r;
 }
 
-bool ZmqCommunicator::poll_for_messages(int timeout_ms) {
-  bool fired = false;
-  const bool readable = impl_->wait(timeout_ms, event_fd(), fired);
-  if (fired) drain_event();
-  return readable;
+std::vector<std::string> ZmqCommunicator::take_all_bytes() {
+  std::vector<std::string> out;
+  zmq::message_t m;
+  while (impl_->pull.recv(m, zmq::recv_flags::dontwait)) out.emplace_back(m.data<char>(), m.size());
+  return out;
 }
 
 std::string ZmqCommunicator::endpoint() const { return impl_->endpoint; }

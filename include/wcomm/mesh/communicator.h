@@ -47,13 +47,29 @@ class Communicator {
   // Sends without blocking: false, with nothing sent, when the peer is at its high-water mark.
   // Other failures (an unknown entity, a closed communicator) throw.
   virtual bool try_send_bytes(std::string_view entity_id, std::string_view data) = 0;
-  virtual std::vector<std::string> get_all_new_bytes(bool blocking = false, std::optional<double> timeout_s = {}) = 0;
+  std::vector<std::string> get_all_new_bytes(bool blocking = false, std::optional<double> timeout_s = {}) {
+    if (blocking) wait(timeout_s ? static_cast<int>(*timeout_s * 1000) : -1);
+    return take_all_bytes();
+  }
 
   // Waits until a message is readable, the registered event fires, or timeout_ms passes
   // (negative: forever). True when a message waits (it stays queued for
   // get_all_new_messages); a fired event is drained and ends the wait with false.
-  virtual bool poll_for_messages(int timeout_ms = 20) = 0;
-  void wait_for_work(int timeout_ms = 50) { poll_for_messages(timeout_ms); }
+  bool poll_for_messages(int timeout_ms = 20) { return wait(timeout_ms).readable; }
+  void wait_for_work(int timeout_ms = 50) { wait(timeout_ms); }
+
+  // What ended a wait (several may hold at once).
+  struct WaitResult {
+    bool readable = false;  // a message waits
+    bool event = false;     // the registered event fired (and was drained)
+    bool writable = false;  // one of the writable_peers can take a message again
+  };
+  // The wait behind poll_for_messages; it also ends when one of writable_peers (peers that
+  // were at their high-water mark) can take a message again, so OutboxCommunicator's backlog
+  // moves as soon as it can instead of at its next timeout.
+  virtual WaitResult wait(int timeout_ms, const std::vector<std::string>& writable_peers = {}) = 0;
+  // Every message that has arrived, without waiting.
+  virtual std::vector<std::string> take_all_bytes() = 0;
 
   // Have poll_for_messages (and blocking gets) also end when the eventfd `fd` is readable.
   // The fd is not owned (an EventWakeup's, usually) and must outlive its registration; -1

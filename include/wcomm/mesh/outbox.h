@@ -32,15 +32,19 @@ class OutboxCommunicator {
   // send fails outright (not a full peer) is dropped and logged, so nothing behind it stalls.
   bool flush();
 
-  // Pass-throughs that flush first, so the backlog keeps moving while the owner waits.
+  // The inner communicator's, flushing first and whenever a backlogged peer can take more
+  // while they wait, so the backlog moves while the owner waits.
   std::vector<Value> get_all_new_messages(bool blocking = false, std::optional<double> timeout_s = {});
   bool poll_for_messages(int timeout_ms = 20);
+  void wait_for_work(int timeout_ms = 50) { wait(timeout_ms); }
+  Communicator::WaitResult wait(int timeout_ms);
 
   std::size_t backlog(const std::string& entity_id) const;
   std::size_t backlog() const;
   std::size_t dropped() const { return dropped_; }
 
  private:
+  std::vector<std::string> backlogged() const;
   bool flush_peer(const std::string& entity_id, std::deque<std::string>& queue);
 
   Communicator& inner_;

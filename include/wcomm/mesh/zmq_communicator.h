@@ -32,8 +32,8 @@ class ZmqCommunicator : public Communicator {
 
   void send_bytes(std::string_view entity_id, std::string_view data) override;
   bool try_send_bytes(std::string_view entity_id, std::string_view data) override;
-  std::vector<std::string> get_all_new_bytes(bool blocking = false, std::optional<double> timeout_s = {}) override;
-  bool poll_for_messages(int timeout_ms = 20) override;
+  WaitResult wait(int timeout_ms, const std::vector<std::string>& writable_peers = {}) override;
+  std::vector<std::string> take_all_bytes() override;
   std::string endpoint() const override;
 
   CommProtocol protocol() const;
