@@ -11,6 +11,8 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <atomic>
+#include <condition_variable>
 #include <deque>
 #include <filesystem>
 #include <map>
@@ -23,6 +25,7 @@
 #include "wcomm/comm.h"
 #include "wcomm/errors.h"
 #include "wcomm/mesh/anchor_lock.h"
+#include "wcomm_batch.h"
 
 namespace wcomm::mesh {
 namespace {
@@ -62,7 +65,12 @@ void arm_recv(const std::shared_ptr<Comm>& comm, const std::shared_ptr<Inbox>& i
       if (got.ok()) {
         if (const Bytes* b = got.value().value.get_if<Bytes>()) {
           if (inbox->messages.empty()) inbox->signal();
-          inbox->messages.emplace_back(b->view());
+          try {
+            batch_for_each(b->view(), [&](std::string_view m) { inbox->messages.emplace_back(m); });
+          } catch (const SerializationError& e) {
+            spdlog::error("mesh entity '{}': dropped the rest of a batch from '{}': {}", inbox->my_id, peer->node_id,
+                          e.what());
+          }
         } else {
           spdlog::error("mesh entity '{}': dropped a message from '{}' that is not a mesh message (bytes): {}",
                         inbox->my_id, peer->node_id, summarize(got.value().value));
@@ -98,42 +106,103 @@ Peer entity_peer(const std::string& id, CommProtocol protocol, const std::string
 
 }  // namespace
 
+// One peer's outgoing side, shared with the loop thread's send completions: at most one Comm
+// send in flight; what comes meanwhile waits in `batch` and leaves, as one Comm message, when
+// that send completes. The high-water mark counts both.
+struct PeerOut {
+  static constexpr std::size_t kMaxBatchBytes = 64u << 20;  // well under Comm's message limit
+
+  std::string id;
+  const Peer* peer = nullptr;
+  std::size_t hwm = 1;
+  std::weak_ptr<Comm> comm;
+  std::mutex mu;
+  std::condition_variable room;  // a blocked send waits here
+  std::string batch;             // under mu
+  std::size_t batch_count = 0;   // under mu
+  std::size_t in_flight = 0;     // under mu: messages in the Comm send in flight
+  bool closed = false;           // under mu
+
+  bool full_locked(std::size_t extra_bytes) const {
+    return batch_count + in_flight >= hwm || (batch_count > 0 && batch.size() + extra_bytes > kMaxBatchBytes);
+  }
+  bool has_room() {
+    std::lock_guard lock(mu);
+    return !full_locked(0);
+  }
+
+  // Sends data now, or queues it behind the send in flight. Caller holds `lock`; it is released.
+  void enqueue(std::unique_lock<std::mutex>& lock, std::string_view data, const std::shared_ptr<PeerOut>& self) {
+    if (in_flight > 0) {
+      batch_append(batch, data);
+      batch_count += 1;
+      return;
+    }
+    std::string one;
+    one.reserve(data.size() + 4);
+    batch_append(one, data);
+    in_flight = 1;
+    lock.unlock();
+    post(std::move(one), 1, self);
+  }
+
+  // Loop thread or owner: one Comm send of a batch; its completion sends the next batch.
+  static void post(std::string packed, std::size_t count, const std::shared_ptr<PeerOut>& self) {
+    auto comm = self->comm.lock();
+    if (!comm) return;
+    auto owned = std::make_shared<std::string>(std::move(packed));
+    Bytes bytes(Buffer::share(owned, owned->data(), owned->size()));
+    comm->send(Value(std::move(bytes)), *self->peer).then([self, count](Result<SendResult> r) {
+      if (!r.ok() && r.error().code != ErrorCode::kClosed)
+        spdlog::error("mesh: {} message(s) to '{}' were lost: {}", count, self->id, r.error().message);
+      std::string next;
+      std::size_t next_count = 0;
+      {
+        std::lock_guard lock(self->mu);
+        if (self->closed || self->batch_count == 0) {
+          self->in_flight = 0;
+        } else {
+          next.swap(self->batch);
+          next_count = self->batch_count;
+          self->batch_count = 0;
+          self->in_flight = next_count;
+        }
+      }
+      self->room.notify_all();
+      if (next_count) post(std::move(next), next_count, self);
+    });
+  }
+};
+
 struct WcommCommunicator::Impl {
   std::string endpoint;
   std::size_t sndhwm = 0;
   std::optional<AnchorLock> anchor;
   std::shared_ptr<Comm> comm;
   std::shared_ptr<Inbox> inbox;
-  // Sends not yet completed, oldest first, per peer: their count is the peer's fill level.
-  std::map<std::string, std::deque<Future<SendResult>>, std::less<>> in_flight;
+  std::map<std::string, std::shared_ptr<PeerOut>, std::less<>> out;
 
-  const Peer& peer(std::string_view id) {
+  PeerOut& peer_out(std::string_view id) {
+    auto it = out.find(id);
+    if (it != out.end()) return *it->second;
+    const Peer* p;
     try {
-      return comm->peer(id);
+      p = &comm->peer(id);
     } catch (const std::out_of_range&) {
       std::string known;
-      for (const Peer& p : comm->peers()) known += (known.empty() ? "" : ", ") + p.node_id;
+      for (const Peer& q : comm->peers()) known += (known.empty() ? "" : ", ") + q.node_id;
       throw InvalidArgumentError("entity '" + std::string(id) +
                                  "' is not in this wcomm entity's directory (push_ids and peer_ids: " + known +
                                  "); the wcomm transport needs every peer listed up front");
     }
+    auto po = std::make_shared<PeerOut>();
+    po->id = std::string(id);
+    po->peer = p;
+    po->hwm = sndhwm;
+    po->comm = comm;
+    return *out.emplace(std::string(id), std::move(po)).first->second;
   }
-
-  // Forgets completed sends at the front of a peer's queue; a failed one is logged (its
-  // caller has moved on, and the messages behind it were sent on their own).
-  std::deque<Future<SendResult>>& settle(std::string_view id) {
-    auto& q = in_flight[std::string(id)];
-    while (!q.empty() && q.front().ready()) {
-      Result<SendResult>& r = q.front().wait();
-      if (!r.ok()) spdlog::error("mesh: a message to '{}' was lost: {}", id, r.error().message);
-      q.pop_front();
-    }
-    return q;
-  }
-
-  void post(const Peer& p, std::string_view data, std::deque<Future<SendResult>>& q) {
-    q.push_back(comm->send(Value(Bytes(data)), p));
-  }
+  std::shared_ptr<PeerOut> shared(PeerOut& po) { return out.find(po.id)->second; }
 };
 
 WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string> push_ids, WcommOptions options)
@@ -183,24 +252,27 @@ WcommCommunicator::~WcommCommunicator() {
     std::lock_guard lock(impl_->inbox->mu);
     impl_->inbox->closed = true;
   }
+  for (auto& [id, po] : impl_->out) {
+    std::lock_guard lock(po->mu);
+    po->closed = true;
+  }
   impl_->comm->close();
 }
 
 void WcommCommunicator::send_bytes(std::string_view entity_id, std::string_view data) {
-  const Peer& p = impl_->peer(entity_id);
-  auto& q = impl_->settle(entity_id);
-  while (q.size() >= impl_->sndhwm) {  // at the high-water mark: wait for the oldest
-    q.front().wait();
-    impl_->settle(entity_id);
-  }
-  impl_->post(p, data, q);
+  PeerOut& po = impl_->peer_out(entity_id);
+  std::unique_lock lock(po.mu);
+  po.room.wait(lock, [&] { return !po.full_locked(data.size()) || po.closed; });  // the high-water mark
+  if (po.closed) throw ClosedError("the mesh communicator is closed");
+  po.enqueue(lock, data, impl_->shared(po));
 }
 
 bool WcommCommunicator::try_send_bytes(std::string_view entity_id, std::string_view data) {
-  const Peer& p = impl_->peer(entity_id);
-  auto& q = impl_->settle(entity_id);
-  if (q.size() >= impl_->sndhwm) return false;
-  impl_->post(p, data, q);
+  PeerOut& po = impl_->peer_out(entity_id);
+  std::unique_lock lock(po.mu);
+  if (po.closed) throw ClosedError("the mesh communicator is closed");
+  if (po.full_locked(data.size())) return false;
+  po.enqueue(lock, data, impl_->shared(po));
   return true;
 }
 
@@ -223,7 +295,7 @@ Communicator::WaitResult WcommCommunicator::wait(int timeout_ms, const std::vect
   WaitResult r;
   auto writable = [&] {
     for (const std::string& id : writable_peers)
-      if (impl_->settle(id).size() < impl_->sndhwm) return true;
+      if (impl_->peer_out(id).has_room()) return true;
     return false;
   };
   if ((r.writable = writable())) return r;
