@@ -146,31 +146,47 @@ struct PeerOut {
     post(std::move(one), 1, self);
   }
 
-  // Loop thread or owner: one Comm send of a batch; its completion sends the next batch.
+  // Loop thread or owner: one Comm send of a batch; its completion sends the next batch. A
+  // send Comm wrote at once (the socket had room) completes here, with no callback: a
+  // callback would wake the loop thread for every message.
   static void post(std::string packed, std::size_t count, const std::shared_ptr<PeerOut>& self) {
-    auto comm = self->comm.lock();
-    if (!comm) return;
-    auto owned = std::make_shared<std::string>(std::move(packed));
-    Bytes bytes(Buffer::share(owned, owned->data(), owned->size()));
-    comm->send(Value(std::move(bytes)), *self->peer).then([self, count](Result<SendResult> r) {
-      if (!r.ok() && r.error().code != ErrorCode::kClosed)
-        spdlog::error("mesh: {} message(s) to '{}' were lost: {}", count, self->id, r.error().message);
-      std::string next;
-      std::size_t next_count = 0;
-      {
-        std::lock_guard lock(self->mu);
-        if (self->closed || self->batch_count == 0) {
-          self->in_flight = 0;
-        } else {
-          next.swap(self->batch);
-          next_count = self->batch_count;
-          self->batch_count = 0;
-          self->in_flight = next_count;
-        }
+    while (true) {
+      auto comm = self->comm.lock();
+      if (!comm) return;
+      auto owned = std::make_shared<std::string>(std::move(packed));
+      Bytes bytes(Buffer::share(owned, owned->data(), owned->size()));
+      Future<SendResult> sent = comm->send(Value(std::move(bytes)), *self->peer);
+      if (!sent.ready()) {
+        sent.then([self, count](Result<SendResult> r) {
+          std::string next;
+          if (std::size_t next_count = self->completed(r, count, next)) post(std::move(next), next_count, self);
+        });
+        return;
       }
-      self->room.notify_all();
-      if (next_count) post(std::move(next), next_count, self);
-    });
+      count = self->completed(sent.wait(), count, packed);
+      if (!count) return;
+    }
+  }
+
+  // A send is done: takes the batch that waited for it into `next`; its message count (0: none).
+  std::size_t completed(const Result<SendResult>& r, std::size_t count, std::string& next) {
+    if (!r.ok() && r.error().code != ErrorCode::kClosed)
+      spdlog::error("mesh: {} message(s) to '{}' were lost: {}", count, id, r.error().message);
+    std::size_t next_count = 0;
+    {
+      std::lock_guard lock(mu);
+      if (closed || batch_count == 0) {
+        in_flight = 0;
+      } else {
+        next.clear();
+        next.swap(batch);
+        next_count = batch_count;
+        batch_count = 0;
+        in_flight = next_count;
+      }
+    }
+    room.notify_all();
+    return next_count;
   }
 };
 
