@@ -3,6 +3,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ostream>
 
 #include "mesh_fixture.h"
 
@@ -16,6 +17,8 @@ struct Case {
   const char* backend;
   CommProtocol protocol;
 };
+// Readable test names in ctest (instead of the struct's bytes).
+void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << protocol_name(c.protocol); }
 
 class MeshHwmOrder : public ::testing::TestWithParam<Case> {};
 

@@ -4,11 +4,17 @@
 
 #include <cstdlib>
 #include <optional>
+#include <ostream>
 #include <string>
 #include <vector>
 
 #include "process_util.h"
 #include "wcomm/mesh/communicator.h"
+
+namespace wcomm::mesh {
+// Readable test names in ctest for protocol-parameterised tests (found by ADL).
+inline void PrintTo(CommProtocol p, std::ostream* os) { *os << protocol_name(p); }
+}  // namespace wcomm::mesh
 
 namespace wcomm::mesh::testing {
 

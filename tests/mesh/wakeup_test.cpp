@@ -4,6 +4,7 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <ostream>
 #include <memory>
 #include <thread>
 
@@ -40,11 +41,17 @@ std::unique_ptr<Communicator> make_wcomm(const std::string& prefix, const std::s
   return std::make_unique<WcommCommunicator>(me, push, o);
 }
 
-class MeshCallSites : public ::testing::TestWithParam<Factory> {};
+struct Backend {
+  const char* name;
+  Factory make;
+};
+void PrintTo(const Backend& b, std::ostream* os) { *os << b.name; }
+
+class MeshCallSites : public ::testing::TestWithParam<Backend> {};
 
 TEST_P(MeshCallSites, EventWakeupEndsPollEarly) {
   TempDir dir;
-  auto c = GetParam()(ipc_prefix(dir), "worker_0", {}, 0);
+  auto c = GetParam().make(ipc_prefix(dir), "worker_0", {}, 0);
   EventWakeup event;
   c->register_event_for_poll(event.fd());
   const auto start = std::chrono::steady_clock::now();
@@ -69,8 +76,8 @@ TEST_P(MeshCallSites, EventWakeupEndsPollEarly) {
 
 TEST_P(MeshCallSites, PollSeesAMessageAndGetDrainsIt) {
   TempDir dir;
-  auto a = GetParam()(ipc_prefix(dir), "worker_0", {"worker_1"}, 0);
-  auto b = GetParam()(ipc_prefix(dir), "worker_1", {"worker_0"}, 0);
+  auto a = GetParam().make(ipc_prefix(dir), "worker_0", {"worker_1"}, 0);
+  auto b = GetParam().make(ipc_prefix(dir), "worker_1", {"worker_0"}, 0);
   EXPECT_FALSE(b->poll_for_messages(0));
   a->send("worker_1", Dict{{"n", 1}});
   a->send("worker_1", Dict{{"n", 2}});
@@ -89,7 +96,7 @@ TEST_P(MeshCallSites, PollSeesAMessageAndGetDrainsIt) {
 TEST_P(MeshCallSites, TrySendSaysFalseAtTheHighWaterMark) {
   TempDir dir;
   // The peer never starts: whatever the backend buffers, sends must stop being taken.
-  auto a = GetParam()(ipc_prefix(dir), "worker_0", {"worker_1"}, 1);
+  auto a = GetParam().make(ipc_prefix(dir), "worker_0", {"worker_1"}, 1);
   int taken = 0;
   while (taken < 100 && a->try_send_bytes("worker_1", a->codec().encode(Dict{{"pre", taken}}))) ++taken;
   EXPECT_LT(taken, 100);
@@ -99,7 +106,7 @@ TEST_P(MeshCallSites, TrySendSaysFalseAtTheHighWaterMark) {
   EXPECT_EQ(outbox.backlog("worker_1"), 5u);
   EXPECT_TRUE(outbox.flush());
   // The peer comes: flush drains everything, and it arrives in order.
-  auto b = GetParam()(ipc_prefix(dir), "worker_1", {"worker_0"}, 0);
+  auto b = GetParam().make(ipc_prefix(dir), "worker_1", {"worker_0"}, 0);
   std::vector<Value> got;
   const auto deadline = std::chrono::steady_clock::now() + 20s;
   while (got.size() < static_cast<std::size_t>(taken) + 5 && std::chrono::steady_clock::now() < deadline) {
@@ -111,8 +118,9 @@ TEST_P(MeshCallSites, TrySendSaysFalseAtTheHighWaterMark) {
   for (int i = 0; i < 5; ++i) EXPECT_EQ(got[static_cast<std::size_t>(taken + i)], Value(Dict{{"i", i}}));
 }
 
-INSTANTIATE_TEST_SUITE_P(Backends, MeshCallSites, ::testing::Values(&make_zmq, &make_wcomm),
-                         [](const auto& info) { return info.index == 0 ? "zmq" : "wcomm"; });
+INSTANTIATE_TEST_SUITE_P(Backends, MeshCallSites,
+                         ::testing::Values(Backend{"zmq", &make_zmq}, Backend{"wcomm", &make_wcomm}),
+                         [](const auto& info) { return std::string(info.param.name); });
 
 TEST(MeshWcomm, RdmaNamesWhatIsMissing) {
   TempDir dir;
