@@ -3,7 +3,8 @@
 # same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer. Installs what it needs.
 # WCOMM_SKIP_SANITIZERS=1 skips the sanitizer pass. WCOMM_LONG_TESTS=1 makes the codec fuzz
 # long (400000 mutated frames from a fresh seed, printed; WCOMM_FUZZ_SEED=N replays one) and
-# the receive-path ping-pong a soak (100000 round trips).
+# the receive-path ping-pong a soak (100000 round trips), and runs the sessions soak (16 peers
+# in 4 processes with restarts) for 10 minutes instead of 30 s.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -11,6 +12,10 @@ echo "== build (Release)"
 bash scripts/build.sh build
 echo "== ctest"
 (cd build && ctest --output-on-failure -j2 --timeout 300)
+if [ "${WCOMM_LONG_TESTS:-0}" = 1 ]; then
+  echo "== sessions soak (10 min)"
+  WCOMM_SOAK_SECONDS=600 build/tests/wcomm_integration_tests --gtest_filter='CommSoak.Sixteen*'
+fi
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   echo "== pytest"

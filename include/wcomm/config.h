@@ -55,6 +55,10 @@ struct CommConfig {
   double handshake_timeout_s = 10.0;
   double reconnect_backoff_initial_s = 0.01;
   double reconnect_backoff_max_s = 0.5;
+  // How peers are reached (wcomm): "auto" (shared memory with a peer on this host, else the
+  // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
+  // A peer's own `transport` overrides it.
+  std::string transport = "auto";
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;
@@ -68,6 +72,7 @@ struct Peer {
   std::string host = {};
   std::uint16_t port = 0;
   std::vector<Address> addresses = {};
+  std::string transport = {};  // "" (the Comm's CommConfig::transport), auto, shm, unix, tcp
   // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
   std::string endpoints_text() const;  // "tcp://192.0.2.11:9000, unix:///tmp/b.sock"

@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "comm/comm_impl.h"
+#include "comm/same_host.h"
 
 namespace wcomm {
 
@@ -79,6 +80,7 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
 
 void Comm::Impl::close_from_loop() {
   for (auto& listener : listeners) listener->close();
+  if (same_host_listener) same_host_listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
   for (auto& [name, peer] : peers) peer->close_all(error);
   auto pending = std::move(handshaking);
@@ -89,6 +91,31 @@ void Comm::Impl::close_from_loop() {
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 namespace {
+
+void accept_on(Comm::Impl& impl, transport::Listener& listener) {
+  listener.start([raw = &impl](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
+    if (ec) return;  // the listener logged it and backs off
+    raw->on_accepted(std::move(stream));
+  });
+}
+
+// Peers on this host reach the node through shared memory (auto, shm) or a Unix socket (unix)
+// at a name derived from its node_id and TCP host:port (same_host.h). With auto, a node that
+// cannot listen there is still reached over its other addresses.
+void listen_same_host(Comm::Impl& impl) {
+  const std::string& transport = impl.spec.comm.transport;
+  if (transport == "tcp") return;
+  auto address = same_host_address(impl.spec.local, transport == "auto" ? "shm" : transport);
+  if (!address) return;
+  try {
+    impl.same_host_listener = transport::listen(impl.io, *address, impl.transport_options());
+  } catch (const ConnectionFailedError& e) {
+    if (transport != "auto") throw;
+    spdlog::warn("wcomm[{}]: peers on this host will use tcp: {}", impl.spec.local.node_id, e.what());
+    return;
+  }
+  accept_on(impl, *impl.same_host_listener);
+}
 
 // Listens on every local address (bind_host in place of the V0.1 host, when given), and
 // records where each listener is reached (ephemeral ports resolved) in the spec.
@@ -105,13 +132,11 @@ void listen(Comm::Impl& impl) {
       if (address.host == impl.spec.bind_host && !local.host.empty()) reached.host = local.host;
     }
     bound.push_back(reached);
-    listener->start([raw = &impl](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
-      if (ec) return;  // the listener logged it and backs off
-      raw->on_accepted(std::move(stream));
-    });
+    accept_on(impl, *listener);
     impl.listeners.push_back(std::move(listener));
   }
   if (!local.addresses.empty()) local.addresses = std::move(bound);
+  listen_same_host(impl);
 }
 
 }  // namespace
@@ -125,6 +150,9 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
     if (p.endpoints().empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
+    if (dial_endpoints(p, impl->spec.comm).empty())
+      throw InvalidArgumentError("peer '" + p.node_id + "' has no address for transport '" +
+                                 transport_for(p, impl->spec.comm) + "' (it has " + p.endpoints_text() + ")");
     if (!p.host.empty() && p.port == 0)
       throw InvalidArgumentError("peer '" + p.node_id + "' has port 0; a remote peer needs the port it listens on");
     if (p.node_id == impl->spec.local.node_id)
@@ -352,7 +380,13 @@ CommStats Comm::stats() const {
   return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
           get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
           get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
-          get(s.messages_read_busy_polling), get(s.errors_without_waiter)};
+          get(s.messages_read_busy_polling), get(s.errors_without_waiter), peer_stats()};
+}
+
+std::map<std::string, PeerStats> Comm::peer_stats() const {
+  std::map<std::string, PeerStats> out;
+  for (const auto& [name, peer] : impl_->peers) out.emplace(name, peer->stats());
+  return out;
 }
 
 }  // namespace wcomm

@@ -51,6 +51,9 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   bool wants_ack = false;            // CommOptions::ack
   Connection* ack_connection = nullptr;  // kAwaitingAck: the connection it was written on
   std::uint64_t acked_wire_bytes = 0;    // kAwaitingAck: the frame's size, for SendResult
+  // The peer's ACK was read before this side's write completion ran (both wait on the loop;
+  // a reading caller's thread can take the ACK first): finish_active completes it at once.
+  bool acked_early = false;
   std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;
@@ -127,6 +130,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
   std::string describe() const { return stream_->describe(); }
+  std::string transport_name() const { return describe().substr(0, describe().find(' ')); }
+  std::string_view payload_path() const { return stream_->payload_path(); }
 
  private:
   // Handshake: the loop reads one control frame with the frame reader.
@@ -178,6 +183,15 @@ class PeerState {
  public:
   PeerState(Comm::Impl& impl, Peer peer);
   const Peer& peer() const { return peer_; }
+
+  // The session with this peer, as docs/thread-model.md draws it: idle -> dialing -> up ->
+  // draining -> closed, and back to dialing when a connection fails with sends queued. Loop
+  // only; derived from what the loop holds, so it cannot disagree with it.
+  enum class Session { kIdle, kDialing, kUp, kDraining, kClosed };
+  Session session() const;
+  static const char* session_name(Session s);
+  // Any thread: how the peer is reached now.
+  PeerStats stats() const;
 
   // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
   // the frame is written right here, with no hop to the loop; otherwise, or for what the
@@ -265,7 +279,7 @@ class PeerState {
   Connection* active_connection_ = nullptr;
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
-  bool dialing_ = false;
+  bool dialing_ = false;  // a dial (connect and handshake, or the pause between tries) is on
   EgressPacer pacer_;
   std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
@@ -294,7 +308,13 @@ class PeerState {
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};
+  // The connection stats() describes (the one sends go to), under stats_mutex_.
+  mutable std::mutex stats_mutex_;
+  std::shared_ptr<Connection> stats_connection_;
+  void refresh_stats();
+  bool draining_ = false;  // close_all is completing everything pending
   bool closed_ = false;
+  bool closing() const { return draining_ || closed_; }
 };
 
 struct Comm::Impl {
@@ -306,6 +326,7 @@ struct Comm::Impl {
   std::thread thread;
   CommSpec spec;
   std::vector<std::unique_ptr<transport::Listener>> listeners;  // one per local address
+  std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
 

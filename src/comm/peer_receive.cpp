@@ -106,7 +106,7 @@ bool PeerState::recvs_waiting() {
 
 void PeerState::refresh_caller_read() {
   std::lock_guard lock(recv_mutex_);
-  caller_read_connection_ = connections_.size() == 1 && !closed_ ? connections_.front() : nullptr;
+  caller_read_connection_ = connections_.size() == 1 && !closing() ? connections_.front() : nullptr;
 }
 
 void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {

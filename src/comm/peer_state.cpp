@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "comm/comm_impl.h"
+#include "comm/same_host.h"
 
 namespace wcomm {
 Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
@@ -32,7 +33,22 @@ PeerState::PeerState(Comm::Impl& impl, Peer peer)
       pacer_(impl.spec.comm.egress_rate_bytes_per_second,
              // V0.1: a null (0) burst is one quantum.
              impl.spec.comm.egress_burst_bytes ? impl.spec.comm.egress_burst_bytes : impl.spec.comm.egress_quantum_bytes) {
-  endpoints_ = peer_.endpoints();
+  endpoints_ = dial_endpoints(peer_, impl.spec.comm);
+}
+
+PeerStats PeerState::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  if (!stats_connection_) return {};
+  return {true, stats_connection_->transport_name(), std::string(stats_connection_->payload_path())};
+}
+
+void PeerState::refresh_stats() {
+  std::shared_ptr<Connection> current;
+  Connection* send = send_connection();
+  for (const auto& c : connections_)
+    if (c.get() == send) current = c;
+  std::lock_guard lock(stats_mutex_);
+  stats_connection_ = std::move(current);
 }
 
 bool PeerState::has_capacity_for(std::uint64_t bytes) const {
@@ -84,7 +100,7 @@ void PeerState::disable_inline() {
 void PeerState::refresh_inline() {
   std::shared_ptr<Connection> idle_connection;
   Connection* send = send_connection();
-  if (!closed_ && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
+  if (!closing() && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
       !send->writing()) {
     for (const auto& c : connections_)
       if (c.get() == send) idle_connection = c;
@@ -116,7 +132,7 @@ void PeerState::continue_inline_write(const std::shared_ptr<OutMessage>& message
 
 void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   disable_inline();  // the loop may write from here on
-  if (closed_) {
+  if (closing()) {
     message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
     return;
   }
@@ -193,8 +209,12 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
     case OutMessage::State::kActive:
       // A partial frame cannot be resumed: drop the connection. Once the stream is closed
       // (right here, on the loop) nothing touches the message's memory again.
+      // Whatever else waited on that connection (sends awaiting their ACK) is told why.
       message->abort_error = error;
-      if (active_connection_) active_connection_->fail(error, /*local=*/true);
+      if (active_connection_)
+        active_connection_->fail({ErrorCode::kConnectionClosed,
+                                  "the connection was ended to abandon a partly written frame (" + error.message + ")"},
+                                 /*local=*/true);
       return;  // finish_active completes it
   }
   message->timer.reset();
@@ -226,7 +246,7 @@ void PeerState::pump() {
 // ---- acknowledgements (CommOptions::ack, "ack" feature) -----------------------------------
 
 void PeerState::queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id) {
-  if (closed_ || std::find(connections_.begin(), connections_.end(), connection) == connections_.end()) return;
+  if (closing() || std::find(connections_.begin(), connections_.end(), connection) == connections_.end()) return;
   connection->queue_ack(message_id);
   pump();
 }
@@ -247,7 +267,10 @@ void PeerState::write_acks(Connection& connection) {
 void PeerState::on_acks(const std::vector<std::uint64_t>& message_ids) {
   for (std::uint64_t id : message_ids) {
     auto found = awaiting_ack_.find(id);
-    if (found == awaiting_ack_.end()) continue;  // timed out or cancelled meanwhile
+    if (found == awaiting_ack_.end()) {
+      if (active_ && active_->id == id) active_->acked_early = true;  // its write completion is still to run
+      continue;  // else timed out or cancelled meanwhile
+    }
     auto message = std::move(found->second);
     awaiting_ack_.erase(found);
     message->state = OutMessage::State::kDone;
@@ -276,7 +299,7 @@ void PeerState::fail_awaiting_acks(Connection* connection, const Error& error) {
 }
 
 void PeerState::pump_queue() {
-  if (active_ || closed_) return;
+  if (active_ || closing()) return;
   Connection* connection = send_connection();
   if (!connection || connection->writing()) return;
   while (!queue_.empty() && queue_.front()->state == OutMessage::State::kDone) queue_.pop_front();
@@ -341,7 +364,7 @@ void PeerState::finish_active(std::error_code ec) {
   } else if (ec) {
     message->promise.complete(Error{ErrorCode::kConnectionClosed,
                                     "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
-  } else if (awaits_ack) {
+  } else if (awaits_ack && !message->acked_early) {
     // Written; the send completes when the peer acknowledges it (on_acks), fails if the
     // connection ends first, and keeps its timeout. Its queue capacity is free again.
     message->state = OutMessage::State::kAwaitingAck;
@@ -349,6 +372,7 @@ void PeerState::finish_active(std::error_code ec) {
     message->acked_wire_bytes = wire_bytes;
     awaiting_ack_[message->id] = message;
   } else {
+    message->timer.reset();
     impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
     impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
     message->promise.complete(SendResult{message->id, wire_bytes});
@@ -376,7 +400,7 @@ void PeerState::fail_sends(const Error& error) {
 // ---- connections -----------------------------------------------------------------------
 
 void PeerState::ensure_connection() {
-  if (!connections_.empty() || dialing_ || closed_) return;
+  if (!connections_.empty() || dialing_ || closing()) return;
   dialing_ = true;
   refused_since_.reset();
   dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)),
@@ -400,14 +424,14 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
       impl_.io, address, deadline, impl_.transport_options(),
       [this, deadline, backoff, address_index](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
         pending_dial_.reset();
-        if (closed_) return;
+        if (closing()) return;
         if (ec) return retry_or_give_up(deadline, backoff, address_index, ec, ec.message());
         auto connection = std::make_shared<Connection>(impl_, std::move(stream));
         impl_.handshaking.insert(connection);
         connection->handshake_as_dialer(
             *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
               impl_.handshaking.erase(connection);
-              if (closed_) return;
+              if (closing()) return;
               if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
               dialing_ = false;
               impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
@@ -418,7 +442,9 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
 
 void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff,
                                  std::size_t address_index, std::error_code ec, const std::string& why) {
-  const std::string where = endpoints_[address_index].to_string();
+  // With auto, the same-host name is tried first, unknown to the user: name the peer's own.
+  const std::string where = transport_for(peer_, impl_.spec.comm) == "auto" ? peer_.endpoints_text()
+                                                                           : endpoints_[address_index].to_string();
   // The next address of the peer, at once; after the last, back to the first after a pause.
   const std::size_t next = (address_index + 1) % endpoints_.size();
   const auto now = Clock::now();
@@ -449,7 +475,7 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   if (pause.count() == 0) return dial(deadline, backoff, next);
   backoff_timer_.emplace(impl_.io, pause);
   backoff_timer_->async_wait([this, deadline, backoff, next](std::error_code ec) {
-    if (ec || closed_) return;
+    if (ec || closing()) return;
     if (!connections_.empty()) {
       dialing_ = false;
       return pump();
@@ -460,7 +486,7 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
 }
 
 void PeerState::add_connection(std::shared_ptr<Connection> connection) {
-  if (closed_) return connection->send_close_and_stop();
+  if (closing()) return connection->send_close_and_stop();
   // A wcomm peer names its incarnation: a new one means it restarted.
   const std::string& incarnation = connection->peer_incarnation();
   if (!incarnation.empty()) {
@@ -475,8 +501,13 @@ void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   const bool was_down = connections_.empty();
   connections_.push_back(connection);
   refresh_caller_read();
+  refresh_stats();
   connection->start_reading();
-  if (was_down) emit(PeerEvent::Kind::kUp, "");
+  if (was_down) {
+    spdlog::debug("wcomm[{}]: peer '{}' reached over {} (large payloads: {})", impl_.spec.local.node_id, peer_.node_id,
+                  connection->describe(), connection->payload_path());
+    emit(PeerEvent::Kind::kUp, "");
+  }
   pump();
 }
 
@@ -503,13 +534,13 @@ void PeerState::peer_restarted(const std::string& old_incarnation, const std::st
 }
 
 void PeerState::emit(PeerEvent::Kind kind, const std::string& reason) {
-  if (kind == PeerEvent::Kind::kDown)
-    spdlog::debug("wcomm[{}]: peer '{}' down: {}", impl_.spec.local.node_id, peer_.node_id, reason);
+  spdlog::debug("wcomm[{}]: peer '{}' {} (session {}){}{}", impl_.spec.local.node_id, peer_.node_id,
+                peer_event_name(kind), session_name(session()), reason.empty() ? "" : ": ", reason);
   if (impl_.peer_event_handler) impl_.peer_event_handler(PeerEvent{peer_.node_id, kind, reason});
 }
 
 void PeerState::send_heartbeat(Connection& connection) {
-  if (closed_ || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
+  if (closing() || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
   {
     std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
     if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way to us
@@ -526,6 +557,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
   refresh_caller_read();
+  refresh_stats();
   paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
   if (active_connection_ == &connection) {
     // A partly written frame cannot be resumed: that message fails, with the reason. Complete
@@ -575,9 +607,9 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
 }
 
 void PeerState::close_all(const Error& error) {
-  if (closed_) return;
+  if (closing()) return;
   disable_inline();
-  closed_ = true;
+  draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
   pacer_timer_.reset();
   if (auto dial = std::move(pending_dial_)) dial->cancel();
@@ -600,7 +632,28 @@ void PeerState::close_all(const Error& error) {
   auto connections = std::move(connections_);
   connections_.clear();
   refresh_caller_read();
+  refresh_stats();
   for (auto& c : connections) c->send_close_and_stop();
+  draining_ = false;
+  closed_ = true;
+}
+
+PeerState::Session PeerState::session() const {
+  if (closed_) return Session::kClosed;
+  if (draining_) return Session::kDraining;
+  if (!connections_.empty()) return Session::kUp;
+  return dialing_ ? Session::kDialing : Session::kIdle;
+}
+
+const char* PeerState::session_name(Session s) {
+  switch (s) {
+    case Session::kIdle: return "idle";
+    case Session::kDialing: return "dialing";
+    case Session::kUp: return "up";
+    case Session::kDraining: return "draining";
+    case Session::kClosed: return "closed";
+  }
+  return "?";
 }
 
 }  // namespace wcomm

@@ -64,6 +64,8 @@ constexpr std::uint64_t kMaxSegments = 1ull << 20;
 constexpr std::uint64_t kMaxContainerDepth = 4096;
 constexpr std::uint64_t kMaxBusyPollUs = 1'000'000;
 
+bool is_transport_choice(const std::string& t) { return t == "auto" || t == "shm" || t == "unix" || t == "tcp"; }
+
 // The first unacceptable field of a CommConfig: its name and what is wrong with its value.
 struct ConfigProblem {
   std::string field;
@@ -165,6 +167,8 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!std::isfinite(c.handshake_timeout_s) || c.handshake_timeout_s <= 0)
     return ConfigProblem{"handshake_timeout_s", "must be a finite number of seconds > 0, got " +
                                                     format_double(c.handshake_timeout_s)};
+  if (!is_transport_choice(c.transport))
+    return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, got '" + c.transport + "'"};
   if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
     return ConfigProblem{"reconnect_backoff_max_s", "must be at most 3600 seconds, got " +
                                                         format_double(c.reconnect_backoff_max_s)};
@@ -377,7 +381,8 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
                std::string* bind_host) {
   static const std::vector<std::string_view> local_keys = {"node_id", "host", "port", "address", "addresses",
                                                            "bind_host"};
-  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port", "address", "addresses"};
+  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port", "address", "addresses",
+                                                          "transport"};
   Peer peer;
   bool has_id = false, has_host = false, has_port = false, has_address = false;
   auto add_address = [&](const YAML::Node& value, const std::string& field) {
@@ -412,6 +417,10 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
       has_address = true;
     } else if (key == "bind_host") {
       *bind_host = r.string(value, field);
+    } else if (key == "transport") {
+      peer.transport = r.string(value, field);
+      if (!is_transport_choice(peer.transport))
+        r.fail_at(field, "expected one of auto, shm, unix, tcp, got '" + peer.transport + "'", value);
     }
   }
   if (!has_id) r.fail_at(path, "missing required key 'node_id'", node);
@@ -449,7 +458,8 @@ const std::vector<std::string_view>& comm_keys() {
       "max_peer_unreceived_bytes", "connect_timeout_s",           "allow_unsafe_pickle",
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
-      "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s"};
+      "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
+      "transport"};
   return keys;
 }
 
@@ -487,6 +497,8 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       c.reconnect_backoff_initial_s = r.number(value, field);
     } else if (key == "reconnect_backoff_max_s") {
       c.reconnect_backoff_max_s = r.number(value, field);
+    } else if (key == "transport") {
+      c.transport = r.string(value, field);
     } else if (key == "egress_quantum_bytes" || key == "egress_burst_bytes" ||
                key == "egress_rate_bytes_per_second") {
       // V0.1's egress keys: null (or an empty value) is their default; a value must be a

@@ -128,4 +128,8 @@ class RawClient {
   bool connected_ = false;
 };
 
+inline double seconds_since(std::chrono::steady_clock::time_point start) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
 }  // namespace wcomm::testing

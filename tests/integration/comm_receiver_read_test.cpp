@@ -183,10 +183,6 @@ CommConfig busy_polling(std::uint64_t us) {
   return c;
 }
 
-double seconds_since(std::chrono::steady_clock::time_point start) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
-}
-
 struct Reads {
   std::uint64_t by_receivers, busy_polling;
 };
