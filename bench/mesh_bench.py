@@ -26,7 +26,7 @@ def make(backend, me, peer, prefix):
         return ZMQCommunicator(me, [peer], CommProtocol.IPC, prefix)
     if backend == "native":
         return NativeZMQCommunicator(me, [peer], CommProtocol.IPC, prefix)
-    return WcommCommunicator(me, [peer], CommProtocol.SHM, prefix)
+    return WcommCommunicator(me, [peer], CommProtocol.IPC, prefix)  # a unix socket
 
 
 def first(c):
@@ -104,7 +104,8 @@ def main():
             ("Python API, C++ ZeroMQ communicator", lambda m, n: drive(m, "native", n)),
             ("Python API, wcomm transport (unix socket)", lambda m, n: drive(m, "wcomm", n)),
             ("C++ API, C++ ZeroMQ communicator (IPC)", lambda m, n: cpp(m, "zmq", "IPC", n)),
-            ("C++ API, wcomm transport (unix socket)", lambda m, n: cpp(m, "wcomm", "SHM", n))]
+            ("C++ API, wcomm transport IPC (unix socket)", lambda m, n: cpp(m, "wcomm", "IPC", n)),
+            ("C++ API, wcomm transport SHM (shared-memory rings)", lambda m, n: cpp(m, "wcomm", "SHM", n))]
     results = {}
     # Turns alternate between rows, so a slow moment of the machine hits them all alike.
     for _ in range(a.repeat):

@@ -15,7 +15,7 @@
 namespace wcomm::mesh {
 
 std::string anchor_lock_path(const std::string& endpoint) {
-  for (const char* scheme : {"ipc://", "unix://"})
+  for (const char* scheme : {"ipc://", "unix://", "shm://"})
     if (endpoint.starts_with(scheme)) return endpoint.substr(std::strlen(scheme)) + ".lock";
   std::string key = endpoint;
   for (char& c : key)

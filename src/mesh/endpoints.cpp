@@ -84,8 +84,8 @@ std::string zmq_endpoint(std::string_view entity_id, CommProtocol protocol, std:
 
 std::string wcomm_endpoint(std::string_view entity_id, CommProtocol protocol, std::string_view ipc_prefix) {
   switch (protocol) {
-    case CommProtocol::kIpc:
-    case CommProtocol::kShm: return "unix://" + join_ipc(ipc_prefix, entity_id, ".wcomm");
+    case CommProtocol::kIpc: return "unix://" + join_ipc(ipc_prefix, entity_id, ".wcomm");
+    case CommProtocol::kShm: return "shm://" + join_ipc(ipc_prefix, entity_id, ".wcomm");
     case CommProtocol::kTcp: {
       auto base = static_cast<std::uint16_t>(env_integer("WCOMM_MESH_TCP_BASE_PORT", 21000, 1, 65535));
       return "tcp://" + tcp_host() + ":" + std::to_string(tcp_port_for(entity_id, base));

@@ -11,6 +11,7 @@
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
+#include <cstdio>
 #include <atomic>
 #include <condition_variable>
 #include <deque>
@@ -92,9 +93,30 @@ void arm_recv(const std::shared_ptr<Comm>& comm, const std::shared_ptr<Inbox>& i
   });
 }
 
+// Comm's node_id of an entity. On one host (IPC, SHM) Comm also listens at a same-host name
+// made from the node_id, so two meshes with a worker_0 each would meet there: the id is
+// qualified with the mesh's IPC prefix. Over TCP (several hosts, maybe several prefixes) it
+// is the entity id itself.
+std::string node_id_for(const std::string& id, CommProtocol protocol, const std::string& prefix) {
+  if (protocol == CommProtocol::kTcp) return id;
+  std::uint64_t h = 14695981039346656037ull;  // FNV-1a: the same in every process
+  for (char c : std::filesystem::path(prefix).lexically_normal().string()) {
+    h ^= static_cast<unsigned char>(c);
+    h *= 1099511628211ull;
+  }
+  char hex[17];
+  std::snprintf(hex, sizeof hex, "%016llx", static_cast<unsigned long long>(h));
+  return id + "." + hex;
+}
+
+// Comm's transport for a protocol: only that one (no fallback to another).
+const char* comm_transport(CommProtocol protocol) {
+  return protocol == CommProtocol::kShm ? "shm" : protocol == CommProtocol::kIpc ? "unix" : "tcp";
+}
+
 Peer entity_peer(const std::string& id, CommProtocol protocol, const std::string& prefix) {
   Address address = Address::parse(wcomm_endpoint(id, protocol, prefix));
-  Peer peer{id};
+  Peer peer{node_id_for(id, protocol, prefix)};
   if (address.scheme == "tcp") {
     peer.host = address.host;
     peer.port = address.port;
@@ -192,6 +214,9 @@ struct PeerOut {
 
 struct WcommCommunicator::Impl {
   std::string endpoint;
+  CommProtocol protocol;
+  std::string prefix;
+  std::vector<std::string> entities;  // the directory, as entity ids
   std::size_t sndhwm = 0;
   std::optional<AnchorLock> anchor;
   std::shared_ptr<Comm> comm;
@@ -203,10 +228,10 @@ struct WcommCommunicator::Impl {
     if (it != out.end()) return *it->second;
     const Peer* p;
     try {
-      p = &comm->peer(id);
+      p = &comm->peer(node_id_for(std::string(id), protocol, prefix));
     } catch (const std::out_of_range&) {
       std::string known;
-      for (const Peer& q : comm->peers()) known += (known.empty() ? "" : ", ") + q.node_id;
+      for (const std::string& e : entities) known += (known.empty() ? "" : ", ") + e;
       throw InvalidArgumentError("entity '" + std::string(id) +
                                  "' is not in this wcomm entity's directory (push_ids and peer_ids: " + known +
                                  "); the wcomm transport needs every peer listed up front");
@@ -244,16 +269,19 @@ WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string>
   ids.insert(options.peer_ids.begin(), options.peer_ids.end());
   ids.erase(me);
   for (const std::string& id : ids) spec.peers.push_back(entity_peer(id, options.protocol, options.ipc_socket_path_prefix));
+  im.protocol = options.protocol;
+  im.prefix = options.ipc_socket_path_prefix;
+  im.entities.assign(ids.begin(), ids.end());
+  spec.comm.transport = comm_transport(options.protocol);
   // The mesh counts messages in flight itself (sndhwm); Comm's own bound must not refuse first.
   spec.comm.max_peer_queued_messages = im.sndhwm + 1;
   spec.comm.max_peer_queued_bytes = std::max<std::uint64_t>(spec.comm.max_peer_queued_bytes, 1ull << 30);
-  spec.comm.connect_timeout_s = 60.0;
+  spec.comm.connect_timeout_s = 60.0;  // a peer may start a while after us, as with ZeroMQ
   // What Comm holds unreceived per peer is part of this entity's inbox bound: past it, peers
   // are pushed back (their sends block) instead of being read without limit.
   spec.comm.max_peer_unreceived_messages =
-      std::min<std::uint64_t>(spec.comm.max_peer_unreceived_messages, std::max<std::size_t>(1, options.max_inbox_messages));  // a peer may start a while after us, as with ZeroMQ
+      std::min<std::uint64_t>(spec.comm.max_peer_unreceived_messages, std::max<std::size_t>(1, options.max_inbox_messages));
   im.comm = Comm::create(std::move(spec));
-  im.endpoint = im.comm->addresses().front().to_string();
 
   im.inbox = std::make_shared<Inbox>();
   im.inbox->my_id = me;

@@ -72,7 +72,8 @@ TEST(MeshEndpoints, TransportOverride) {
 }
 
 TEST(MeshEndpoints, WcommTransportEndpoints) {
-  EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kShm, "/tmp/m"), "unix:///tmp/m/conductor.wcomm");
+  EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kShm, "/tmp/m"), "shm:///tmp/m/conductor.wcomm");
+  EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kIpc, "/tmp/m"), "unix:///tmp/m/conductor.wcomm");
   try {
     wcomm_endpoint("conductor", CommProtocol::kRdma, "/tmp/m");
     FAIL();

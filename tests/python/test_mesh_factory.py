@@ -49,7 +49,7 @@ def test_wcomm_transport_by_name_or_shm(prefix):
     assert type(c) is WcommCommunicator
     c.close()
     c = make_communicator("worker_1", [], CommProtocol.SHM, prefix)
-    assert type(c) is WcommCommunicator and c.endpoint.startswith("unix://")
+    assert type(c) is WcommCommunicator and c.endpoint.startswith("shm://")
     c.close()
 
 

@@ -6,7 +6,7 @@
 
 namespace wcomm::mesh {
 
-// The lock file of an endpoint: {path}.lock for ipc:// and unix:// endpoints, else
+// The lock file of an endpoint: {path}.lock for ipc://, unix:// and shm:// endpoints, else
 // /tmp/mstar-anchor-{endpoint with / and : made _}.lock (keyed by the TCP endpoint).
 std::string anchor_lock_path(const std::string& endpoint);
 

@@ -26,8 +26,8 @@ std::uint16_t tcp_port_for(std::string_view entity_id, std::uint16_t base);
 // MSTAR_ZMQ_TCP_BASE_PORT or 19000}. SHM and RDMA: InvalidArgumentError (pyzmq has neither).
 std::string zmq_endpoint(std::string_view entity_id, CommProtocol protocol, std::string_view ipc_prefix);
 
-// The wcomm transport's address of an entity (wcomm/address.h form): IPC and SHM use the Unix
-// socket unix://{prefix}/{id}.wcomm; TCP tcp://{MSTAR_ZMQ_TCP_HOST}:{port}, the ports
+// The wcomm transport's address of an entity (wcomm/address.h form): IPC the Unix socket
+// unix://{prefix}/{id}.wcomm, SHM shared memory set up there (shm://{prefix}/{id}.wcomm); TCP tcp://{MSTAR_ZMQ_TCP_HOST}:{port}, the ports
 // counted from WCOMM_MESH_TCP_BASE_PORT (default 21000, away from a pyzmq mesh's).
 std::string wcomm_endpoint(std::string_view entity_id, CommProtocol protocol, std::string_view ipc_prefix);
 
