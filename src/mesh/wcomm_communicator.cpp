@@ -1,98 +1,27 @@
-// WcommCommunicator: the mesh API over wcomm's Comm. Every peer has one recv outstanding whose
-// callback (on Comm's loop thread) moves the message to an inbox and signals an eventfd the
-// owner's thread polls; sends are Comm sends whose futures are counted against the
-// high-water mark instead of waited on one by one.
+// WcommCommunicator: the mesh API over wcomm's Comm. Receiving: wcomm_inbox.h (recv callbacks
+// on Comm's loop thread fill an inbox and signal an eventfd the owner polls); sending:
+// wcomm_peer_out.h (one Comm send in flight per peer, batches behind it).
 #include "wcomm/mesh/wcomm_communicator.h"
 
 #include <poll.h>
 #include <sys/eventfd.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cerrno>
 #include <chrono>
 #include <cstdio>
-#include <atomic>
-#include <condition_variable>
-#include <deque>
 #include <filesystem>
 #include <map>
-#include <mutex>
 #include <optional>
 #include <set>
 
-#include <spdlog/spdlog.h>
-
-#include "wcomm/comm.h"
 #include "wcomm/errors.h"
 #include "wcomm/mesh/anchor_lock.h"
-#include "wcomm_batch.h"
+#include "wcomm_inbox.h"
+#include "wcomm_peer_out.h"
 
 namespace wcomm::mesh {
 namespace {
-
-// What the loop thread's recv callbacks share with the owner; outlives the communicator
-// while a callback may still run.
-struct Inbox {
-  std::string my_id;
-  std::mutex mu;
-  std::deque<std::string> messages;     // under mu
-  std::vector<const Peer*> parked;      // under mu: peers not read while the inbox is full
-  bool closed = false;                  // under mu
-  std::size_t max_messages = 0;
-  int fd = -1;                          // eventfd: readable while messages is not empty
-
-  ~Inbox() {
-    if (fd >= 0) ::close(fd);
-  }
-  void signal() {
-    const std::uint64_t one = 1;
-    while (::write(fd, &one, sizeof one) < 0 && errno == EINTR) {
-    }
-  }
-  void reset_signal() {
-    std::uint64_t count;
-    while (::read(fd, &count, sizeof count) < 0 && errno == EINTR) {
-    }
-  }
-};
-
-void arm_recv(const std::shared_ptr<Comm>& comm, const std::shared_ptr<Inbox>& inbox, const Peer& peer) {
-  std::weak_ptr<Comm> weak_comm = comm;
-  comm->recv(peer).then([weak_comm, inbox, peer = &peer](Result<Received> got) {
-    {
-      std::lock_guard lock(inbox->mu);
-      if (inbox->closed) return;
-      if (got.ok()) {
-        if (const Bytes* b = got.value().value.get_if<Bytes>()) {
-          if (inbox->messages.empty()) inbox->signal();
-          try {
-            batch_for_each(b->view(), [&](std::string_view m) { inbox->messages.emplace_back(m); });
-          } catch (const SerializationError& e) {
-            spdlog::error("mesh entity '{}': dropped the rest of a batch from '{}': {}", inbox->my_id, peer->node_id,
-                          e.what());
-          }
-        } else {
-          spdlog::error("mesh entity '{}': dropped a message from '{}' that is not a mesh message (bytes): {}",
-                        inbox->my_id, peer->node_id, summarize(got.value().value));
-        }
-        if (inbox->messages.size() >= inbox->max_messages) {
-          inbox->parked.push_back(peer);  // read again once the owner drains
-          return;
-        }
-      } else if (got.error().code == ErrorCode::kClosed) {
-        return;
-      } else if (got.error().code == ErrorCode::kConnectionClosed) {
-        // A peer that exits or restarts: routine in a mesh; the next recv waits for it.
-        spdlog::debug("mesh entity '{}': '{}' went away: {}", inbox->my_id, peer->node_id, got.error().message);
-      } else {
-        spdlog::warn("mesh entity '{}': receiving from '{}': {}", inbox->my_id, peer->node_id, got.error().message);
-      }
-    }
-    if (auto comm = weak_comm.lock()) arm_recv(comm, inbox, *peer);
-  });
-}
-
 // Comm's node_id of an entity. On one host (IPC, SHM) Comm also listens at a same-host name
 // made from the node_id, so two meshes with a worker_0 each would meet there: the id is
 // qualified with the mesh's IPC prefix. Over TCP (several hosts, maybe several prefixes) it
@@ -127,91 +56,6 @@ Peer entity_peer(const std::string& id, CommProtocol protocol, const std::string
 }
 
 }  // namespace
-
-// One peer's outgoing side, shared with the loop thread's send completions: at most one Comm
-// send in flight; what comes meanwhile waits in `batch` and leaves, as one Comm message, when
-// that send completes. The high-water mark counts both.
-struct PeerOut {
-  static constexpr std::size_t kMaxBatchBytes = 64u << 20;  // well under Comm's message limit
-
-  std::string id;
-  const Peer* peer = nullptr;
-  std::size_t hwm = 1;
-  std::weak_ptr<Comm> comm;
-  std::mutex mu;
-  std::condition_variable room;  // a blocked send waits here
-  std::string batch;             // under mu
-  std::size_t batch_count = 0;   // under mu
-  std::size_t in_flight = 0;     // under mu: messages in the Comm send in flight
-  bool closed = false;           // under mu
-
-  bool full_locked(std::size_t extra_bytes) const {
-    return batch_count + in_flight >= hwm || (batch_count > 0 && batch.size() + extra_bytes > kMaxBatchBytes);
-  }
-  bool has_room() {
-    std::lock_guard lock(mu);
-    return !full_locked(0);
-  }
-
-  // Sends data now, or queues it behind the send in flight. Caller holds `lock`; it is released.
-  void enqueue(std::unique_lock<std::mutex>& lock, std::string_view data, const std::shared_ptr<PeerOut>& self) {
-    if (in_flight > 0) {
-      batch_append(batch, data);
-      batch_count += 1;
-      return;
-    }
-    std::string one;
-    one.reserve(data.size() + 4);
-    batch_append(one, data);
-    in_flight = 1;
-    lock.unlock();
-    post(std::move(one), 1, self);
-  }
-
-  // Loop thread or owner: one Comm send of a batch; its completion sends the next batch. A
-  // send Comm wrote at once (the socket had room) completes here, with no callback: a
-  // callback would wake the loop thread for every message.
-  static void post(std::string packed, std::size_t count, const std::shared_ptr<PeerOut>& self) {
-    while (true) {
-      auto comm = self->comm.lock();
-      if (!comm) return;
-      auto owned = std::make_shared<std::string>(std::move(packed));
-      Bytes bytes(Buffer::share(owned, owned->data(), owned->size()));
-      Future<SendResult> sent = comm->send(Value(std::move(bytes)), *self->peer);
-      if (!sent.ready()) {
-        sent.then([self, count](Result<SendResult> r) {
-          std::string next;
-          if (std::size_t next_count = self->completed(r, count, next)) post(std::move(next), next_count, self);
-        });
-        return;
-      }
-      count = self->completed(sent.wait(), count, packed);
-      if (!count) return;
-    }
-  }
-
-  // A send is done: takes the batch that waited for it into `next`; its message count (0: none).
-  std::size_t completed(const Result<SendResult>& r, std::size_t count, std::string& next) {
-    if (!r.ok() && r.error().code != ErrorCode::kClosed)
-      spdlog::error("mesh: {} message(s) to '{}' were lost: {}", count, id, r.error().message);
-    std::size_t next_count = 0;
-    {
-      std::lock_guard lock(mu);
-      if (closed || batch_count == 0) {
-        in_flight = 0;
-      } else {
-        next.clear();
-        next.swap(batch);
-        next_count = batch_count;
-        batch_count = 0;
-        in_flight = next_count;
-      }
-    }
-    room.notify_all();
-    return next_count;
-  }
-};
-
 struct WcommCommunicator::Impl {
   std::string endpoint;
   CommProtocol protocol;
