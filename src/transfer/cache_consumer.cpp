@@ -4,6 +4,7 @@
 #include <mutex>
 
 #include "transfer/cache_messages.h"
+#include "transfer/tag_listener.h"
 #include "wcomm/comm.h"
 #include "wcomm/xfer/cache_service.h"
 
@@ -41,7 +42,7 @@ struct CacheConsumer::Impl : std::enable_shared_from_this<CacheConsumer::Impl> {
   bool closed = false;
   std::map<std::string, Entry> entries;
   std::uint64_t next_request_id = 1;
-  std::vector<Future<Received>> receives;
+  std::shared_ptr<TagListener> listener;  // acks from every peer
 
   // Under mu. Frees the blocks and records why; probe() reports it once.
   void fail(Entry& e, std::string why) {
@@ -52,24 +53,6 @@ struct CacheConsumer::Impl : std::enable_shared_from_this<CacheConsumer::Impl> {
     e.reason = std::move(why);
   }
 
-  void arm(const Peer& peer) {
-    std::lock_guard lock(mu);
-    if (closed) return;
-    Future<Received> f = config.comm->recv(peer, {.tag = kCacheAckTag});
-    std::weak_ptr<Impl> weak = weak_from_this();
-    f.then([weak, peer](Result<Received> got) {
-      auto self = weak.lock();
-      if (!self) return;
-      if (!got) {
-        if (got.error().code == ErrorCode::kClosed || got.error().code == ErrorCode::kCancelled) return;
-      } else {
-        self->on_ack(peer.node_id, got.value().value);
-      }
-      self->arm(peer);
-    });
-    receives.push_back(std::move(f));
-    if (receives.size() > 64) std::erase_if(receives, [](const Future<Received>& x) { return x.ready(); });
-  }
 
   void on_ack(const std::string& node, const Value& v) {
     std::string why;
@@ -116,7 +99,10 @@ std::unique_ptr<CacheConsumer> CacheConsumer::create(CacheConsumerConfig config)
   impl->config.comm->on_peer_event([weak](const PeerEvent& ev) {
     if (auto self = weak.lock()) self->on_peer_event(ev);
   });
-  for (const Peer& p : impl->config.comm->peers()) impl->arm(p);
+  std::weak_ptr<Impl> listening = impl;
+  impl->listener = TagListener::start(impl->config.comm, kCacheAckTag, [listening](const std::string& node, const Value& v) {
+    if (auto self = listening.lock()) self->on_ack(node, v);
+  });
   return std::unique_ptr<CacheConsumer>(new CacheConsumer(std::move(impl)));
 }
 
@@ -196,15 +182,13 @@ SharedRegion& CacheConsumer::region() { return *impl_->config.region; }
 Agent& CacheConsumer::agent() { return *impl_->agent; }
 
 void CacheConsumer::close() {
-  std::vector<Future<Received>> receives;
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->closed) return;
     impl_->closed = true;
-    receives = std::move(impl_->receives);
   }
   impl_->config.comm->on_peer_event([](const PeerEvent&) {});
-  for (auto& f : receives) f.cancel();
+  impl_->listener->stop();
 }
 
 }  // namespace wcomm::xfer

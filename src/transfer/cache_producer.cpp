@@ -10,6 +10,7 @@
 #include <thread>
 
 #include "transfer/cache_messages.h"
+#include "transfer/tag_listener.h"
 #include "wcomm/comm.h"
 #include "wcomm/xfer/cache_service.h"
 
@@ -55,27 +56,9 @@ struct CacheProducer::Impl : std::enable_shared_from_this<CacheProducer::Impl> {
   std::map<std::string, std::vector<Incoming>> parked;     // waiting for publish
   std::map<std::string, std::shared_ptr<Item>> items;
   std::vector<InFlight> in_flight;                         // service thread only
-  std::vector<Future<Received>> receives;
+  std::shared_ptr<TagListener> listener;  // requests from every peer
   std::thread thread;
 
-  void arm(const Peer& peer) {
-    std::lock_guard lock(mu);
-    if (stopping) return;
-    Future<Received> f = config.comm->recv(peer, {.tag = kCacheRequestTag});
-    std::weak_ptr<Impl> weak = weak_from_this();
-    f.then([weak, peer](Result<Received> got) {
-      auto self = weak.lock();
-      if (!self) return;
-      if (!got) {
-        if (got.error().code == ErrorCode::kClosed || got.error().code == ErrorCode::kCancelled) return;
-      } else {
-        self->on_message(peer.node_id, got.value().value);
-      }
-      self->arm(peer);
-    });
-    receives.push_back(std::move(f));
-    if (receives.size() > 64) std::erase_if(receives, [](const Future<Received>& x) { return x.ready(); });
-  }
 
   void on_message(const std::string& node, const Value& v) {
     std::string why;
@@ -188,7 +171,10 @@ std::unique_ptr<CacheProducer> CacheProducer::create(CacheProducerConfig config)
   impl->hash = compat_hash(config.compat);
   impl->agent = Agent::create(config.agent);
   impl->config = std::move(config);
-  for (const Peer& p : impl->config.comm->peers()) impl->arm(p);
+  std::weak_ptr<Impl> listening = impl;
+  impl->listener = TagListener::start(impl->config.comm, kCacheRequestTag, [listening](const std::string& node, const Value& v) {
+    if (auto self = listening.lock()) self->on_message(node, v);
+  });
   impl->thread = std::thread([raw = impl.get()] { raw->run(); });
   return std::unique_ptr<CacheProducer>(new CacheProducer(std::move(impl)));
 }
@@ -227,15 +213,13 @@ std::size_t CacheProducer::parked_requests() const {
 Agent& CacheProducer::agent() { return *impl_->agent; }
 
 void CacheProducer::close() {
-  std::vector<Future<Received>> receives;
   {
     std::lock_guard lock(impl_->mu);
     if (impl_->stopping) return;
     impl_->stopping = true;
-    receives = std::move(impl_->receives);
   }
   impl_->cv.notify_all();
-  for (auto& f : receives) f.cancel();
+  impl_->listener->stop();
   if (impl_->thread.joinable()) impl_->thread.join();
   for (InFlight& f : impl_->in_flight) (void)impl_->agent->release(f.handle);
   impl_->in_flight.clear();
