@@ -96,7 +96,17 @@ class UcxBackend final : public Backend {
     for (auto& [begin, m] : regions_)
       if (m.owned) ucp_mem_unmap(context_, m.memh);
     for (auto& [p, a] : allocated_) ucp_mem_unmap(context_, a.first);
-    if (worker_) ucp_worker_destroy(worker_);
+    if (worker_) {
+      // Let wireup messages still in flight go out first: UCX 1.13 asserts ("got REP
+      // message") when it purges a pending wireup reply at ucp_worker_destroy. Bounded.
+      // Progress until nothing happened for 20 ms (a reply may wait for its connection).
+      const auto start = std::chrono::steady_clock::now();
+      auto last_work = start;
+      for (auto now = start; now - last_work < std::chrono::milliseconds(20) && now - start < std::chrono::milliseconds(300);
+           now = std::chrono::steady_clock::now())
+        if (ucp_worker_progress(worker_)) last_work = now;
+      ucp_worker_destroy(worker_);
+    }
     if (context_) ucp_cleanup(context_);
     if (wake_fd_ >= 0) ::close(wake_fd_);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
@@ -343,10 +353,13 @@ class UcxBackend final : public Backend {
       if (r->ep) {
         ucp_request_param_t p{};
         p.op_attr_mask = UCP_OP_ATTR_FIELD_FLAGS;
-        p.flags = UCP_EP_CLOSE_FLAG_FORCE;
+        // A flushing close lets a wireup still in flight finish (a forced close during it
+        // tripped a UCX 1.13 assertion, "got REP message", in the peer's worker); a failed
+        // endpoint is forced closed.
+        p.flags = r->failed.load(std::memory_order_acquire) ? UCP_EP_CLOSE_FLAG_FORCE : 0;
         ucs_status_ptr_t req = ucp_ep_close_nbx(r->ep, &p);
         if (UCS_PTR_IS_PTR(req)) {
-          // A forced close completes after a little progress; bounded so a wedged peer cannot hang us.
+          // Completes after a little progress; bounded so a wedged peer cannot hang us.
           for (int i = 0; i < 100000 && ucp_request_check_status(req) == UCS_INPROGRESS; ++i) ucp_worker_progress(worker_);
           ucp_request_free(req);
         }
