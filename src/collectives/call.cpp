@@ -1,0 +1,138 @@
+// Group::Call: deadline, tags, tracked operations and failure handling of one call.
+#include "collectives/call.h"
+
+#include <algorithm>
+
+namespace wcomm {
+
+Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_collective)
+    : group(g), what(std::move(w)), collective(is_collective) {
+  Seconds timeout = options.timeout.value_or(group.options_.timeout);
+  if (!(timeout.count() > 0)) throw InvalidArgumentError(what + ": the timeout must be positive");
+  deadline = timeout.count() > 1e9 ? Clock::time_point::max()
+                                   : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  {
+    std::lock_guard lock(group.fail_->mu);
+    if (group.fail_->closed) throw ClosedError(what + ": the group is closed");
+    if (group.fail_->error) {
+      const CollectiveError& e = *group.fail_->error;
+      throw CollectiveError(e.code(), e.rank(),
+                            what + ": the group failed in an earlier call (create a new group): " + e.what());
+    }
+  }
+  if (collective) {
+    seq = group.seq_++;
+    signature_ = Dict{{"wcomm_group", what + " #" + std::to_string(seq)}};
+  }
+}
+
+Group::Call::~Call() {
+  std::lock_guard lock(group.fail_->mu);
+  group.fail_->cancel_ops.clear();
+}
+
+std::uint32_t Group::Call::tag(std::uint32_t step) const {
+  if (!collective) return kP2PTagBase | step;
+  return kCollectiveTagBase | ((seq % 2048u) << 16) | step;
+}
+
+std::optional<Seconds> Group::Call::remaining() const {
+  if (deadline == Clock::time_point::max()) return std::nullopt;
+  return std::max(Seconds(0.0), std::chrono::duration_cast<Seconds>(deadline - Clock::now()));
+}
+
+template <class T>
+void Group::Call::track(Future<T>& f) {
+  bool aborted;
+  {
+    std::lock_guard lock(group.fail_->mu);
+    aborted = group.fail_->error.has_value();
+    if (!aborted) group.fail_->cancel_ops.push_back([f]() mutable { f.cancel(); });
+  }
+  if (aborted) f.cancel();
+}
+
+Future<SendResult> Group::Call::send(int rank, const Tensor& tensor, std::uint32_t step) {
+  return send_value(rank, Value(tensor), step);
+}
+
+Future<SendResult> Group::Call::send_value(int rank, Value value, std::uint32_t step) {
+  auto f = group.comm_->send(std::move(value), *group.peers_[rank], collective ? signature_ : Value(),
+                             {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+Future<Received> Group::Call::recv_into(int rank, const Tensor& into, std::uint32_t step) {
+  auto f = group.comm_->recv_into(*group.peers_[rank], {into}, {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+Future<Received> Group::Call::recv(int rank, std::uint32_t step) {
+  auto f = group.comm_->recv(*group.peers_[rank], {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+void Group::Call::wait(Future<SendResult>& f, int rank) {
+  Result<SendResult>& r = f.wait();
+  if (!r.ok()) fail_from(r.error(), rank, "sending to");
+}
+
+void Group::Call::wait(Future<Received>& f, int rank) {
+  Result<Received>& r = f.wait();
+  if (!r.ok()) fail_from(r.error(), rank, "receiving from");
+  check_signature(r.value(), rank);
+}
+
+void Group::Call::wait_all(std::vector<Future<SendResult>>& fs, const std::vector<int>& ranks) {
+  for (std::size_t i = 0; i < fs.size(); ++i) wait(fs[i], ranks[i]);
+}
+
+void Group::Call::check_signature(const Received& got, int rank) {
+  if (!collective || got.piggypayload == signature_) return;
+  std::string theirs = "something else";
+  if (const Dict* d = got.piggypayload.get_if<Dict>())
+    if (const Value* v = d->find("wcomm_group"); v && v->is<std::string>()) theirs = v->as<std::string>();
+  fail(ErrorCode::kInvalidArgument, rank,
+       "rank " + std::to_string(rank) + " called " + theirs + " where rank " + std::to_string(group.rank_) +
+           " called " + what + " #" + std::to_string(seq) +
+           ": every rank must make the same calls with the same sizes, dtypes, op and root");
+}
+
+void Group::Call::fail_from(const Error& error, int rank, const char* action) {
+  {
+    std::lock_guard lock(group.fail_->mu);
+    if (group.fail_->error) throw *group.fail_->error;  // an abort from another rank came first
+  }
+  if (error.code == ErrorCode::kUnsupportedPayload)
+    fail(ErrorCode::kInvalidArgument, rank,
+         "rank " + std::to_string(rank) + " sent data of another size or dtype than rank " +
+             std::to_string(group.rank_) + "'s " + what +
+             " expects: every rank must pass the same sizes and dtypes (" + error.message + ")");
+  std::string cause = error.code == ErrorCode::kOperationTimeout ? "timed out " : "failed ";
+  fail(error.code, rank,
+       "rank " + std::to_string(rank) + ": " + cause + std::string(action) + " it in " + what + " (rank " +
+           std::to_string(group.rank_) + "): " + error.message);
+}
+
+void Group::Call::fail(ErrorCode code, int rank, const std::string& message) {
+  if (!collective) throw CollectiveError(code, rank, message);
+  std::vector<std::function<void()>> cancels;
+  {
+    std::lock_guard lock(group.fail_->mu);
+    if (group.fail_->error) throw *group.fail_->error;
+    group.fail_->error.emplace(code, rank, message);
+    cancels.swap(group.fail_->cancel_ops);
+  }
+  for (auto& c : cancels) c();
+  // Tell every other rank, so that none waits for its timeout (best effort, not awaited).
+  Dict abort{{"rank", rank}, {"code", static_cast<int>(code)}, {"message", message}};
+  for (int k = 0; k < group.world_; ++k)
+    if (k != group.rank_)
+      (void)group.comm_->send(abort, *group.peers_[k], {}, {.tag = kAbortTag, .timeout = Seconds(5)});
+  throw CollectiveError(code, rank, message);
+}
+
+}  // namespace wcomm
