@@ -16,6 +16,8 @@ Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_c
     if (group.fail_->closed) throw ClosedError(what + ": the group is closed");
     if (group.fail_->error) {
       const CollectiveError& e = *group.fail_->error;
+      // Another rank failed this very call before this rank got to it.
+      if (collective && group.fail_->error_seq == group.seq_) throw e;
       throw CollectiveError(e.code(), e.rank(),
                             what + ": the group failed in an earlier call (create a new group): " + e.what());
     }
@@ -108,9 +110,9 @@ void Group::Call::fail_from(const Error& error, int rank, const char* action) {
   }
   if (error.code == ErrorCode::kUnsupportedPayload)
     fail(ErrorCode::kInvalidArgument, rank,
-         "rank " + std::to_string(rank) + " sent data of another size or dtype than rank " +
-             std::to_string(group.rank_) + "'s " + what +
-             " expects: every rank must pass the same sizes and dtypes (" + error.message + ")");
+         "rank " + std::to_string(rank) + " sent data whose size or dtype differs from rank " +
+             std::to_string(group.rank_) + "'s " + what + " #" + std::to_string(seq) +
+             ": every rank must pass the same sizes and dtypes (" + error.message + ")");
   std::string cause = error.code == ErrorCode::kOperationTimeout ? "timed out " : "failed ";
   fail(error.code, rank,
        "rank " + std::to_string(rank) + ": " + cause + std::string(action) + " it in " + what + " (rank " +
@@ -124,11 +126,12 @@ void Group::Call::fail(ErrorCode code, int rank, const std::string& message) {
     std::lock_guard lock(group.fail_->mu);
     if (group.fail_->error) throw *group.fail_->error;
     group.fail_->error.emplace(code, rank, message);
+    group.fail_->error_seq = seq;
     cancels.swap(group.fail_->cancel_ops);
   }
   for (auto& c : cancels) c();
   // Tell every other rank, so that none waits for its timeout (best effort, not awaited).
-  Dict abort{{"rank", rank}, {"code", static_cast<int>(code)}, {"message", message}};
+  Dict abort{{"rank", rank}, {"code", static_cast<int>(code)}, {"message", message}, {"seq", seq}};
   for (int k = 0; k < group.world_; ++k)
     if (k != group.rank_)
       (void)group.comm_->send(abort, *group.peers_[k], {}, {.tag = kAbortTag, .timeout = Seconds(5)});

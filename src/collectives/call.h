@@ -26,6 +26,7 @@ inline constexpr std::uint32_t kMaxSteps = 1u << 16;
 struct Group::FailState {
   std::mutex mu;
   std::optional<CollectiveError> error;          // the first failure
+  std::uint32_t error_seq = 0;                   // the collective call it happened in
   std::vector<std::function<void()>> cancel_ops;  // of the call in flight
   bool closed = false;
 };

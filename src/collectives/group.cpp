@@ -137,9 +137,11 @@ void Group::start_abort_listeners() {
           int rank = from;
           ErrorCode code = ErrorCode::kConnectionClosed;
           std::string message = "rank " + std::to_string(from) + " aborted the call";
+          std::uint32_t seq = ~0u;
           if (d) {
             if (const Value* v = d->find("rank"); v && v->is<std::int64_t>()) rank = static_cast<int>(v->as<std::int64_t>());
             if (const Value* v = d->find("code"); v && v->is<std::int64_t>()) code = static_cast<ErrorCode>(v->as<std::int64_t>());
+            if (const Value* v = d->find("seq"); v && v->is<std::int64_t>()) seq = static_cast<std::uint32_t>(v->as<std::int64_t>());
             if (const Value* v = d->find("message"); v && v->is<std::string>())
               message = "rank " + std::to_string(from) + " reports: " + v->as<std::string>();
           }
@@ -148,6 +150,7 @@ void Group::start_abort_listeners() {
             std::lock_guard lock(fail->mu);
             if (!fail->error) {
               fail->error.emplace(code, rank, message);
+              fail->error_seq = seq;
               cancels.swap(fail->cancel_ops);
             }
           }
