@@ -6,6 +6,7 @@
 #include "config_bridge.h"
 #include "core_comm.h"
 #include "errors_bridge.h"
+#include "group_bridge.h"
 #include "to_value.h"
 #include "wcomm/value.h"
 
@@ -15,6 +16,7 @@ using namespace wcomm::python;
 PYBIND11_MODULE(_core, m) {
   m.doc() = "wcomm's C++ Comm for the wireless_comm package (private API)";
   register_error_translator();
+  register_group(m);
 
   m.attr("TENSOR_AUTO") = static_cast<int>(TensorMode::kAuto);
   m.attr("TENSOR_TORCH") = static_cast<int>(TensorMode::kTorch);

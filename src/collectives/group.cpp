@@ -105,7 +105,12 @@ std::unique_ptr<Group> Group::create(const RendezvousSpec& spec, GroupOptions op
     cs.bind_host = spec.bind_host;
   } else {
     reserved.emplace(spec.bind_host);
-    dir = rendezvous_exchange(spec, reserved->port());
+    try {
+      dir = rendezvous_exchange(spec, reserved->port());
+    } catch (const CommError&) {
+      spec.validate();  // a bad rank that could not tell rank 0 says what is wrong with it
+      throw;
+    }
     spec.validate();
     cs.bind_host = spec.bind_host.empty() ? "0.0.0.0" : spec.bind_host;
   }
