@@ -81,6 +81,18 @@ TEST(MultirankCli, LocalRanksWithRealReductions) {
   expect_summary_shape(report, 3, 3);
   EXPECT_EQ(keys(report["collective_summary"]), (std::set<std::string>{"barrier", "broadcast", "allgather", "ring_allreduce"}));
 
+  // `wcomm report` draws it, and V0.1's multirank report too.
+  for (std::string source : {out, std::string(WCOMM_TEST_DATA) + "/reference-reports/v0.1-multirank-loopback.json"}) {
+    std::string html = (dir.path() / "page.html").string();
+    auto rep = testing::run_process({WCOMM_CLI, "report", source, "-o", html, "--svg-dir", (dir.path() / "svg").string()},
+                                    dir.path(), "report", 30s);
+    ASSERT_EQ(rep.exit_code, 0) << rep.err;
+    std::string page = testing::read_text_file(html);
+    EXPECT_NE(page.find("id=\"plot-latency-ring_allreduce\""), std::string::npos);
+    EXPECT_NE(page.find("per-rank p50 max ms"), std::string::npos);
+    EXPECT_TRUE(std::filesystem::exists(dir.path() / "svg" / "latency-barrier.svg"));
+  }
+
   // wcomm's own allreduce (Group), for every algorithm.
   for (std::string algorithm : {"auto", "ring", "recursive_doubling"}) {
     auto g = testing::run_process({WCOMM_CLI, "multirank", "--quiet", "--local-ranks", "4", "--base-port",
