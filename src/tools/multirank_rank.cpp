@@ -9,6 +9,7 @@
 #include <cstdio>
 #include <cstring>
 #include <map>
+#include <optional>
 
 #include "wcomm/errors.h"
 
@@ -43,21 +44,72 @@ struct Runner {
     return Bytes(it->second);
   }
 
-  void barrier(std::int64_t i) {
+  // V0.1's barrier, always centred on rank 0 (also ring_exchange's, on its own tag step).
+  void barrier(std::int64_t i, const std::string& collective = "barrier", std::uint32_t step = 0) {
     const int w = ctx.world;
     if (ctx.rank == 0) {
       std::vector<Future<Received>> arrivals;
-      for (int r = 1; r < w; ++r) arrivals.push_back(ctx.comm->recv(peer(r), opts("barrier", i, 0)));
+      for (int r = 1; r < w; ++r) arrivals.push_back(ctx.comm->recv(peer(r), opts(collective, i, step)));
       for (auto& f : arrivals) f.get();
       std::vector<Future<SendResult>> releases;
-      for (int r = 1; r < w; ++r) releases.push_back(ctx.comm->send(Bytes("release"), peer(r), {}, opts("barrier", i, 0)));
+      for (int r = 1; r < w; ++r) releases.push_back(ctx.comm->send(Bytes("release"), peer(r), {}, opts(collective, i, step)));
       for (auto& f : releases) f.get();
     } else {
-      auto sent = ctx.comm->send(Bytes("arrive"), peer(0), {}, opts("barrier", i, 0));
-      auto got = ctx.comm->recv(peer(0), opts("barrier", i, 0));
+      auto sent = ctx.comm->send(Bytes("arrive"), peer(0), {}, opts(collective, i, step));
+      auto got = ctx.comm->recv(peer(0), opts(collective, i, step));
       sent.get();
       got.get();
     }
+  }
+
+  // A send timed from its start to its local completion (V0.1's send service time), in ms.
+  struct TimedSend {
+    Clock::time_point start;
+    Future<SendResult> future;
+    double wait_ms() {
+      future.get();
+      return std::chrono::duration<double, std::milli>(Clock::now() - start).count();
+    }
+  };
+
+  void check_payload(const Received& got, std::int64_t size, const char* what) {
+    const Bytes* b = got.value.get_if<Bytes>();
+    if (!b || static_cast<std::int64_t>(b->size()) != size || !got.piggypayload.is_none()) throw ProtocolError(what);
+  }
+
+  // ring_exchange: phases of c active senders each; returns this rank's send service time.
+  std::vector<double> ring_exchange(std::int64_t i, std::int64_t size) {
+    const int w = ctx.world, next = (ctx.rank + 1) % w, prev = (ctx.rank - 1 + w) % w;
+    const int c = static_cast<int>(s.ring_exchange_concurrency.value_or(w));
+    const int phases = (w + c - 1) / c;
+    std::vector<double> service;
+    for (int k = 0; k < phases; ++k) {
+      auto active = [&](int r) { return r >= k * c && r < k * c + c; };
+      std::optional<TimedSend> sent;
+      std::optional<Future<Received>> got;
+      if (active(ctx.rank))
+        sent = TimedSend{Clock::now(), ctx.comm->send(zero_payload(size), peer(next), {}, opts("ring_exchange", i, 2 * k))};
+      if (active(prev)) got = ctx.comm->recv(peer(prev), opts("ring_exchange", i, 2 * k));
+      if (got) check_payload(got->get(), size, "ring exchange received an invalid payload");
+      if (sent) service.push_back(sent->wait_ms());
+      barrier(i, "ring_exchange", 2 * k + 1);
+    }
+    return service;
+  }
+
+  // all_to_all_exchange: everyone to everyone at once; send service times by destination.
+  std::vector<double> all_to_all(std::int64_t i, std::int64_t size) {
+    std::vector<TimedSend> sends;
+    std::vector<Future<Received>> recvs;
+    for (int r = 0; r < ctx.world; ++r) {
+      if (r == ctx.rank) continue;
+      sends.push_back({Clock::now(), ctx.comm->send(zero_payload(size), peer(r), {}, opts("all_to_all_exchange", i, 0))});
+      recvs.push_back(ctx.comm->recv(peer(r), opts("all_to_all_exchange", i, 0)));
+    }
+    for (auto& f : recvs) check_payload(f.get(), size, "all-to-all exchange received an invalid payload");
+    std::vector<double> service;
+    for (auto& t : sends) service.push_back(t.wait_ms());
+    return service;
   }
 
   void broadcast(std::int64_t i, std::int64_t size) {
@@ -169,9 +221,11 @@ struct Runner {
     }
   }
 
-  // Times one (collective, size): returns the samples after warm-up, in ms.
-  std::vector<double> run(const std::string& c, std::int64_t size) {
+  // Times one (collective, size): returns the samples after warm-up, in ms; the exchange
+  // collectives' send service times go to `service` (one list per timed iteration).
+  std::vector<double> run(const std::string& c, std::int64_t size, nlohmann::json& service) {
     std::vector<double> samples;
+    service = nlohmann::json::array();
     Buffer mine, expect;
     Tensor tensor;
     bool group_allreduce = c == "ring_allreduce" && s.algorithm != "v01";
@@ -185,7 +239,10 @@ struct Runner {
       if (group_allreduce)
         for (std::size_t off = 0; off < tensor.nbytes(); off += item) std::memcpy(tensor.data() + off, mine.data(), item);
       auto start = Clock::now();
+      std::vector<double> times;
       if (c == "barrier") barrier(i);
+      else if (c == "ring_exchange") times = ring_exchange(i, size);
+      else if (c == "all_to_all_exchange") times = all_to_all(i, size);
       else if (c == "broadcast") broadcast(i, size);
       else if (c == "allgather") allgather(i, size);
       else if (group_allreduce) ctx.group->allreduce(tensor, op, call);
@@ -194,7 +251,10 @@ struct Runner {
       double ms = std::chrono::duration<double, std::milli>(Clock::now() - start).count();
       if (group_allreduce && !all_equal(tensor.buffer(), expect))
         throw ProtocolError("ring allreduce produced an incorrect result");
-      if (i >= s.warmup_rounds) samples.push_back(ms);
+      if (i >= s.warmup_rounds) {
+        samples.push_back(ms);
+        if (c == "ring_exchange" || c == "all_to_all_exchange") service.push_back(times);
+      }
     }
     return samples;
   }
@@ -205,11 +265,14 @@ struct Runner {
 nlohmann::json run_rank(RankContext& ctx) {
   Runner runner(ctx);
   nlohmann::json samples = nlohmann::json::object();
+  nlohmann::json service_ms = nlohmann::json::object();
   for (const std::string& c : ctx.settings->collectives) {
     std::vector<std::int64_t> sizes = c == "barrier" ? std::vector<std::int64_t>{0} : ctx.settings->payload_sizes;
     for (std::int64_t size : sizes) {
-      std::vector<double> ms = runner.run(c, size);
+      nlohmann::json service;
+      std::vector<double> ms = runner.run(c, size, service);
       samples[c][std::to_string(size)] = ms;
+      if (c == "ring_exchange" || c == "all_to_all_exchange") service_ms[c][std::to_string(size)] = service;
       if (ctx.progress) {
         std::vector<double> sorted = ms;
         std::sort(sorted.begin(), sorted.end());
@@ -218,7 +281,9 @@ nlohmann::json run_rank(RankContext& ctx) {
       }
     }
   }
-  return {{"rank", ctx.rank}, {"samples_ms", samples}};
+  nlohmann::json result = {{"rank", ctx.rank}, {"samples_ms", samples}};
+  if (!service_ms.empty()) result["send_service_ms"] = service_ms;
+  return result;
 }
 
 }  // namespace wcomm::tools

@@ -149,6 +149,25 @@ TEST(MultirankCli, TwoHostModeAcrossNetworkNamespaces) {
   two_hosts(ns.a, "192.0.2.1", ns.b, "192.0.2.2");
 }
 
+TEST(MultirankCli, ExchangeCollectivesHaveV01SummaryKeys) {
+  TempDir dir;
+  auto r = testing::run_process({WCOMM_CLI, "multirank", "--quiet", "--local-ranks", "4", "--base-port",
+                                 std::to_string(free_port_range(4)), "initiator", "--collectives",
+                                 "ring_exchange,all_to_all_exchange", "--payload-sizes", "4096", "--rounds", "3",
+                                 "--ring-exchange-concurrency", "2", "--timeout", "20"},
+                                dir.path(), "exchange", 60s);
+  ASSERT_EQ(r.exit_code, 0) << r.err;
+  json report = json::parse(r.out);
+  for (std::string c : {"ring_exchange", "all_to_all_exchange"}) {
+    const json& entry = report["collective_summary"][c]["4096"];
+    for (const char* key : {"send_service_ms", "jain_fairness", "effective_round_mbps"}) EXPECT_TRUE(entry.contains(key)) << c << " " << key;
+    EXPECT_EQ(entry["send_service_ms"].size(), 4u);
+    const json& rank0 = report["rank_results"][0]["send_service_ms"][c]["4096"];
+    ASSERT_EQ(rank0.size(), 3u);
+    EXPECT_EQ(rank0[0].size(), c == "ring_exchange" ? 1u : 3u);
+  }
+}
+
 TEST(MultirankCli, BadInputSaysWhat) {
   TempDir dir;
   auto run = [&](std::vector<std::string> args) {
