@@ -42,6 +42,7 @@ void rank_main(int rank, int world, std::uint16_t port, int rounds, const std::v
   spec.bind_host = "127.0.0.1";
   GroupOptions options;
   if (const char* seg = std::getenv("WCOMM_SEGMENT_BYTES")) options.segment_bytes = std::stoull(seg);  // tuning
+  if (const char* small = std::getenv("WCOMM_SMALL_ALLREDUCE_BYTES")) options.small_allreduce_bytes = std::stoull(small);
   auto g = Group::create(spec, options);
   for (std::size_t bytes : sizes) {
     Tensor t = Tensor::empty(DType::kFloat32, {static_cast<std::int64_t>(bytes / 4)});

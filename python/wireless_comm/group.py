@@ -102,7 +102,7 @@ class Group:
                         master_port: Optional[int] = None, peers: Optional[Sequence[Tuple[str, int]]] = None,
                         from_env: bool = False, bind_host: str = "", advertise_host: str = "",
                         timeout: float = 300.0, rendezvous_timeout: float = 120.0,
-                        small_allreduce_bytes: int = 256 << 10, segment_bytes: int = 1 << 20) -> "Group":
+                        small_allreduce_bytes: int = 256 << 10, segment_bytes: int = 4 << 20) -> "Group":
         """Rendezvous and connect, blocking. ``peers``: every rank's (host, port), or rank 0's
         address in master_addr / master_port. ``timeout``: the default per-call timeout."""
         core = _core.Group(rank, world_size, master_addr, master_port,

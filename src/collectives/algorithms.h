@@ -26,10 +26,14 @@ void allreduce_recursive_doubling(Group::Call& call, const Tensor& data, ReduceO
 // holds block `rank` reduced; the allgather phase sends each rank's block round the ring. Both
 // are pipelined: a segment is forwarded as soon as it has arrived (and been reduced).
 // first_step: the tag step the phase starts at.
+// The reduce-scatter phase's sends still in flight, by block: they read `data`, so a block
+// must not be received into before its sends have completed.
+using PendingSends = std::vector<std::vector<Future<SendResult>>>;
 void ring_reduce_scatter(Group::Call& call, const Tensor& data, const std::vector<std::size_t>& offsets,
-                         ReduceOp op, std::size_t segment_bytes, std::uint32_t first_step);
+                         ReduceOp op, std::size_t segment_bytes, std::uint32_t first_step,
+                         PendingSends* pending = nullptr);  // nullptr: wait for them all here
 void ring_allgather(Group::Call& call, const Tensor& data, const std::vector<std::size_t>& offsets,
-                    std::size_t segment_bytes, std::uint32_t first_step);
+                    std::size_t segment_bytes, std::uint32_t first_step, PendingSends* pending = nullptr);
 // Steps one ring phase uses (for the second phase's first_step).
 std::uint32_t ring_phase_steps(const Group::Call& call, const std::vector<std::size_t>& offsets,
                                std::size_t itemsize, std::size_t segment_bytes);

@@ -233,9 +233,10 @@ void Group::allreduce(const Tensor& tensor, ReduceOp op, CallOptions options) {
     return;
   }
   auto off = algo::split(tensor.numel(), world_);
-  algo::ring_reduce_scatter(call, flat, off, op, options_.segment_bytes, 0);
+  algo::PendingSends pending;
+  algo::ring_reduce_scatter(call, flat, off, op, options_.segment_bytes, 0, &pending);
   std::uint32_t steps = algo::ring_phase_steps(call, off, dtype_itemsize(tensor.dtype()), options_.segment_bytes);
-  algo::ring_allgather(call, flat, off, options_.segment_bytes, steps);
+  algo::ring_allgather(call, flat, off, options_.segment_bytes, steps, &pending);
 }
 
 void Group::send(const Tensor& tensor, int dst, std::uint32_t tag, CallOptions options) {

@@ -49,7 +49,7 @@ std::uint32_t ring_phase_steps(const Group::Call& call, const std::vector<std::s
 }
 
 void ring_reduce_scatter(Group::Call& call, const Tensor& data, const std::vector<std::size_t>& off, ReduceOp op,
-                         std::size_t segment_bytes, std::uint32_t first_step) {
+                         std::size_t segment_bytes, std::uint32_t first_step, PendingSends* pending) {
   Plan p = make_plan(call, off, dtype_itemsize(data.dtype()), segment_bytes);
   if (p.w == 1) return;
   const DType dtype = data.dtype();
@@ -69,12 +69,12 @@ void ring_reduce_scatter(Group::Call& call, const Tensor& data, const std::vecto
     }
     return rs;
   };
-  std::vector<Future<SendResult>> sends;
+  PendingSends sends(p.w);  // by block
   {
     int b = p.block(p.r - 1);
     for (std::size_t j = 0; j < p.segments; ++j) {
       auto [lo, hi] = p.range(off, b, j);
-      sends.push_back(call.send(p.next, slice(data, lo, hi), step_of(0, j)));
+      sends[b].push_back(call.send(p.next, slice(data, lo, hi), step_of(0, j)));
     }
   }
   std::vector<Future<Received>> recvs = post_recvs(0);
@@ -86,16 +86,20 @@ void ring_reduce_scatter(Group::Call& call, const Tensor& data, const std::vecto
       call.wait(recvs[j], p.prev);
       auto [lo, hi] = p.range(off, b, j);
       reduce_into(data.data() + lo * p.item, scratch[s % 2].data() + (lo - off[b]) * p.item, hi - lo, dtype, op);
-      if (s + 1 < p.w - 1) sends.push_back(call.send(p.next, slice(data, lo, hi), step_of(s + 1, j)));
+      if (s + 1 < p.w - 1) sends[b].push_back(call.send(p.next, slice(data, lo, hi), step_of(s + 1, j)));
     }
     recvs = std::move(ahead);
   }
-  std::vector<int> to(sends.size(), p.next);
-  call.wait_all(sends, to);  // the sent blocks are written again by the allgather phase
+  if (pending) {
+    *pending = std::move(sends);
+    return;
+  }
+  for (auto& block : sends)
+    for (auto& f : block) call.wait(f, p.next);
 }
 
 void ring_allgather(Group::Call& call, const Tensor& data, const std::vector<std::size_t>& off,
-                    std::size_t segment_bytes, std::uint32_t first_step) {
+                    std::size_t segment_bytes, std::uint32_t first_step, PendingSends* pending) {
   Plan p = make_plan(call, off, dtype_itemsize(data.dtype()), segment_bytes);
   if (p.w == 1) return;
   auto step_of = [&](int s, std::size_t j) { return first_step + static_cast<std::uint32_t>(s * p.segments + j); };
@@ -103,6 +107,8 @@ void ring_allgather(Group::Call& call, const Tensor& data, const std::vector<std
   auto post_recvs = [&](int s) {
     std::vector<Future<Received>> rs;
     int b = p.block(p.r - s - 1);
+    if (pending)  // the reduce-scatter phase's sends of this block read it: let them finish
+      for (auto& f : (*pending)[b]) call.wait(f, p.next);
     for (std::size_t j = 0; j < p.segments; ++j) {
       auto [lo, hi] = p.range(off, b, j);
       rs.push_back(call.recv_into(p.prev, slice(data, lo, hi), step_of(s, j)));
@@ -128,6 +134,9 @@ void ring_allgather(Group::Call& call, const Tensor& data, const std::vector<std
   }
   std::vector<int> to(sends.size(), p.next);
   call.wait_all(sends, to);
+  if (pending)
+    for (auto& block : *pending)
+      for (auto& f : block) call.wait(f, p.next);
 }
 
 }  // namespace wcomm::algo

@@ -25,7 +25,7 @@ std::optional<Algorithm> parse_algorithm(std::string_view name);
 struct GroupOptions {
   Seconds timeout = Seconds(300);  // per call, unless CallOptions::timeout says otherwise
   std::size_t small_allreduce_bytes = 256 << 10;  // kAuto: recursive doubling below this
-  std::size_t segment_bytes = 1 << 20;            // pipeline unit of the ring and of broadcast
+  std::size_t segment_bytes = 4 << 20;            // pipeline unit of the ring and of broadcast
 };
 
 struct CallOptions {
