@@ -29,6 +29,7 @@ Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_c
 }
 
 Group::Call::~Call() {
+  if (!collective) return;
   std::lock_guard lock(group.fail_->mu);
   group.fail_->cancel_ops.clear();
 }
@@ -45,6 +46,7 @@ std::optional<Seconds> Group::Call::remaining() const {
 
 template <class T>
 void Group::Call::track(Future<T>& f) {
+  if (!collective) return;  // a send / recv by rank may run beside a collective: not its to cancel
   bool aborted;
   {
     std::lock_guard lock(group.fail_->mu);

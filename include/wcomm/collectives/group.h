@@ -48,8 +48,9 @@ class CollectiveError : public CommError {
 
 // One rank of a group. Calls are collective: every rank makes the same calls in the same order
 // with matching arguments (sizes, dtypes, op, root). Tensors are used in place (their memory is
-// read and written directly; it must stay valid for the call). A Group is used by one thread
-// at a time. Thread-safety: calls on one Group are serialised internally.
+// read and written directly; it must stay valid for the call). Any thread may call: collective
+// calls on one Group run one at a time (in the order they take its lock); send / recv by rank
+// may run beside them, e.g. a send on one thread and a recv on another.
 class Group {
  public:
   // Rendezvous (rendezvous.h) and a Comm of its own: node "rank-<rank>" at the advertised
