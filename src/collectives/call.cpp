@@ -94,15 +94,19 @@ void Group::Call::wait_all(std::vector<Future<SendResult>>& fs, const std::vecto
   for (std::size_t i = 0; i < fs.size(); ++i) wait(fs[i], ranks[i]);
 }
 
-void Group::Call::check_signature(const Received& got, int rank) {
-  if (!collective || got.piggypayload == signature_) return;
+std::string Group::Call::signature_problem(const Received& got, int rank) const {
+  if (!collective || got.piggypayload == signature_) return {};
   std::string theirs = "something else";
   if (const Dict* d = got.piggypayload.get_if<Dict>())
     if (const Value* v = d->find("wcomm_group"); v && v->is<std::string>()) theirs = v->as<std::string>();
-  fail(ErrorCode::kInvalidArgument, rank,
-       "rank " + std::to_string(rank) + " called " + theirs + " where rank " + std::to_string(group.rank_) +
-           " called " + what + " #" + std::to_string(seq) +
-           ": every rank must make the same calls with the same sizes, dtypes, op and root");
+  return "rank " + std::to_string(rank) + " called " + theirs + " where rank " + std::to_string(group.rank_) +
+         " called " + what + " #" + std::to_string(seq) +
+         ": every rank must make the same calls with the same sizes, dtypes, op and root";
+}
+
+void Group::Call::check_signature(const Received& got, int rank) {
+  std::string problem = signature_problem(got, rank);
+  if (!problem.empty()) fail(ErrorCode::kInvalidArgument, rank, problem);
 }
 
 void Group::Call::fail_from(const Error& error, int rank, const char* action) {

@@ -59,6 +59,11 @@ struct Group::Call {
 
   // Throws the CollectiveError for a failure seen here: records it, tells the other ranks.
   [[noreturn]] void fail(ErrorCode code, int rank, const std::string& message);
+  // The same for an operation with `rank` that failed with `error` (action: "sending to" /
+  // "receiving from"); an abort that came first wins.
+  [[noreturn]] void fail_from(const Error& error, int rank, const char* action);
+  // Why a received message does not belong to this call (another call's signature), or "".
+  std::string signature_problem(const Received& got, int rank) const;
 
   Group& group;
   std::string what;
@@ -70,7 +75,6 @@ struct Group::Call {
   template <class T>
   void track(Future<T>& f);
   void check_signature(const Received& got, int rank);
-  [[noreturn]] void fail_from(const Error& error, int rank, const char* action);
   Value signature_;
 };
 
