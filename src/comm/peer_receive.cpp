@@ -195,7 +195,13 @@ void PeerState::deliver(std::uint32_t tag, Received message, bool by_loop, Later
       return;
     }
   }
-  complete_recv(std::move(waiter), std::move(message), by_loop, &later);
+  // A recv_into posted after this frame's header was read (too late to claim the frame) still
+  // gets its tensors: the message was read into fresh storage, so copy it over.
+  Result<Received> result(std::move(message));
+  if (!waiter->into.empty())
+    if (auto mismatch = fill_into(result.value().value, waiter->into, impl_.stats.bytes_copied))
+      result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
+  complete_recv(std::move(waiter), std::move(result), by_loop, &later);
 }
 
 // Called by a connection's reader, in arrival order. On the loop a waiter completes at once
