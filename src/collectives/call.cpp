@@ -111,7 +111,14 @@ void Group::Call::check_signature(const Received& got, int rank) {
 
 void Group::Call::fail_from(const Error& error, int rank, const char* action) {
   {
-    std::lock_guard lock(group.fail_->mu);
+    std::unique_lock lock(group.fail_->mu);
+    // A lost connection may be the other rank's own abort: it cancelled its send to us midway
+    // (which ends the connection) and is sending its reason on a new one. Give that reason a
+    // moment to arrive, so every rank names the rank that failed first, not the messenger.
+    if (!group.fail_->error && (error.code == ErrorCode::kConnectionClosed || error.code == ErrorCode::kPeerRestarted)) {
+      Seconds grace = std::min(Seconds(0.5), remaining().value_or(Seconds(0.5)));
+      group.fail_->aborted.wait_for(lock, grace, [&] { return group.fail_->error.has_value(); });
+    }
     if (group.fail_->error) throw *group.fail_->error;  // an abort from another rank came first
   }
   if (error.code == ErrorCode::kUnsupportedPayload)

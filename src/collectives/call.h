@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <functional>
 #include <mutex>
@@ -25,6 +26,7 @@ inline constexpr std::uint32_t kMaxSteps = 1u << 16;
 // The group's failure, sticky once set; shared with the abort listeners' callbacks.
 struct Group::FailState {
   std::mutex mu;
+  std::condition_variable aborted;  // notified when an abort from another rank sets `error`
   std::optional<CollectiveError> error;          // the first failure
   std::uint32_t error_seq = 0;                   // the collective call it happened in
   std::vector<std::function<void()>> cancel_ops;  // of the call in flight

@@ -159,6 +159,7 @@ void Group::start_abort_listeners() {
               cancels.swap(fail->cancel_ops);
             }
           }
+          fail->aborted.notify_all();
           for (auto& c : cancels) c();
           arm(weak, fail, peer, from, self);
         });

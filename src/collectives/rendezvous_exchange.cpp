@@ -11,6 +11,8 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <cstdio>
+#include <cstdlib>
 #include <chrono>
 #include <cstring>
 #include <map>
@@ -108,17 +110,56 @@ std::string local_address(int fd) {
   return text;
 }
 
-json registration(const RendezvousSpec& spec, const std::string& host, std::uint16_t port) {
-  return {{"rank", spec.rank}, {"world", spec.world}, {"host", host}, {"port", port}};
+// Two ranks with the same key can reach each other's abstract Unix sockets: one kernel (boot
+// id) and one network namespace. "" when unknown (then only TCP is used).
+std::string host_key(const RendezvousSpec& spec) {
+  const char* mode = std::getenv("WCOMM_SAME_HOST");
+  if (!spec.same_host_unix || (mode && std::string(mode) == "tcp")) return {};
+  char boot[64] = {};
+  FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
+  if (!f) return {};
+  bool ok = std::fgets(boot, sizeof boot, f) != nullptr;
+  std::fclose(f);
+  char ns[128] = {};
+  ssize_t n = ::readlink("/proc/self/ns/net", ns, sizeof ns - 1);
+  if (!ok || n <= 0) return {};
+  std::string key = std::string(boot) + "/" + std::string(ns, static_cast<std::size_t>(n));
+  key.erase(std::remove(key.begin(), key.end(), '\n'), key.end());
+  return key;
 }
 
-std::vector<Peer> parse_reply(const std::string& line) {
+json registration(const RendezvousSpec& spec, const std::string& host, std::uint16_t port) {
+  return {{"rank", spec.rank}, {"world", spec.world}, {"host", host}, {"port", port}, {"host_key", host_key(spec)}};
+}
+
+// The directory with Unix socket addresses added between ranks that share a host key: every
+// such rank listens on its own, and dials such a peer there first (TCP stays as the fallback).
+std::vector<Peer> with_same_host_sockets(std::vector<Peer> dir, const std::vector<std::string>& keys,
+                                         const std::string& nonce, int self) {
+  if (nonce.empty() || keys.size() != dir.size() || keys[self].empty()) return dir;
+  for (std::size_t k = 0; k < dir.size(); ++k) {
+    if (keys[k] != keys[self]) continue;
+    Address unix_socket = Address::parse("unix://@wcomm-" + nonce + "-" + std::to_string(k));
+    if (static_cast<int>(k) == self) {
+      dir[k].addresses.push_back(unix_socket);  // listened on beside host:port
+    } else {
+      Address tcp = Address::tcp(dir[k].host, dir[k].port);
+      dir[k].host.clear();  // endpoints() then tries the addresses in this order
+      dir[k].port = 0;
+      dir[k].addresses = {unix_socket, tcp};
+    }
+  }
+  return dir;
+}
+
+std::vector<Peer> parse_reply(const std::string& line, int self) {
   json reply = json::parse(line, nullptr, false);
   if (reply.is_discarded() || !reply.is_object()) throw ProtocolError("rendezvous: rank 0 sent an unreadable reply");
   if (reply.contains("error")) throw InvalidArgumentError(reply["error"].get<std::string>());
   std::vector<Peer> dir;
   for (const json& e : reply.at("peers")) dir.push_back(Peer{.node_id = "", .host = e.at(0), .port = e.at(1)});
-  return dir;
+  return with_same_host_sockets(std::move(dir), reply.value("host_keys", std::vector<std::string>{}),
+                                reply.value("nonce", std::string()), self);
 }
 
 std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::time_point deadline) {
@@ -135,6 +176,8 @@ std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::t
   std::vector<Peer> dir(spec.world);
   dir[0] = Peer{.node_id = "", .host = host, .port = port};
   std::map<int, std::string> seen;  // rank -> who registered it
+  std::vector<std::string> keys(spec.world);
+  keys[0] = host_key(spec);
   std::vector<Fd> clients;
   std::string error;
   while (static_cast<int>(clients.size()) < spec.world - 1) {
@@ -168,6 +211,7 @@ std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::t
     if (rank >= 0 && rank < spec.world && !seen.count(rank)) {
       seen[rank] = where;
       dir[rank] = Peer{.node_id = "", .host = reg.value("host", std::string()), .port = static_cast<std::uint16_t>(reg.value("port", 0))};
+      keys[rank] = reg.value("host_key", std::string());
     }
     clients.push_back(std::move(c));
   }
@@ -175,13 +219,16 @@ std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::t
   if (error.empty()) {
     json peers = json::array();
     for (const Peer& p : dir) peers.push_back({p.host, p.port});
-    reply = {{"peers", peers}};
+    // The socket names' nonce: this rendezvous's, so that two jobs on one host never meet.
+    std::string nonce = std::to_string(::getpid()) + "-" + std::to_string(spec.master_port) + "-" +
+                        std::to_string(Clock::now().time_since_epoch().count() % 1000000007);
+    reply = {{"peers", peers}, {"host_keys", keys}, {"nonce", nonce}};
   } else {
     reply = {{"error", error}};
   }
   for (Fd& c : clients) write_all(c.fd, reply.dump() + "\n");
   if (!error.empty()) throw InvalidArgumentError(error);
-  return dir;
+  return with_same_host_sockets(std::move(dir), keys, reply["nonce"], 0);
 }
 
 }  // namespace
@@ -196,7 +243,7 @@ std::vector<Peer> rendezvous_exchange(const RendezvousSpec& spec, std::uint16_t 
   Fd fd = connect_master(spec, deadline);
   std::string host = spec.advertise_host.empty() ? local_address(fd.fd) : spec.advertise_host;
   write_all(fd.fd, registration(spec, host, port).dump() + "\n");
-  std::vector<Peer> dir = parse_reply(read_line(fd.fd, deadline, "rank 0's directory"));
+  std::vector<Peer> dir = parse_reply(read_line(fd.fd, deadline, "rank 0's directory"), spec.rank);
   if (dir.size() != static_cast<std::size_t>(spec.world)) throw ProtocolError("rendezvous: rank 0 sent a directory of another size");
   return dir;
 }

@@ -180,7 +180,9 @@ TEST(GroupFailure, KilledRankFailsEveryOtherRankWithinTimeout) {
         line = std::string("other ") + e.what() + "\n";
       }
       (void)!::write(fds[1], line.data(), line.size());
-      ::_exit(0);
+      // Stay alive (the test kills it): a rank that exits at once could end its connections
+      // before its abort reached the others, who would then blame it instead of rank 2.
+      for (;;) ::pause();
     }
     ::close(fds[1]);
     pids[r] = pid;

@@ -134,3 +134,46 @@ TEST(Group, ArgumentsCheckedLocally) {
 
 }  // namespace
 }  // namespace wcomm::test
+
+namespace wcomm::test {
+namespace {
+
+// Back-to-back large allreduces (default segments, same-host sockets) stay exact.
+TEST(Group, RepeatedLargeAllreducesStayExact) {
+  run_world(4, [](Group& g) {
+    for (int i = 0; i < 30; ++i) {
+      std::vector<std::int64_t> big(300000, g.rank() + i);
+      g.allreduce(Tensor::borrow(big.data(), DType::kInt64, {300000}), ReduceOp::kMax);
+      for (std::size_t k = 0; k < big.size(); ++k)
+        ASSERT_EQ(big[k], 3 + i) << "iteration " << i << " element " << k << " rank " << g.rank() << " copied " << g.comm()->stats().bytes_copied;
+      std::vector<float> x(1001, 1.0f);
+      g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {1001}));
+      ASSERT_EQ(x[1000], 4.0f);
+    }
+  });
+}
+
+}  // namespace
+}  // namespace wcomm::test
+
+namespace wcomm::test {
+namespace {
+
+// Ranks on one host dial each other at a Unix socket first (TCP behind it), unless
+// WCOMM_SAME_HOST=tcp.
+TEST(Group, SameHostRanksUseUnixSockets) {
+  if (const char* mode = std::getenv("WCOMM_SAME_HOST"); mode && std::string(mode) == "tcp") GTEST_SKIP();
+  run_world(2, [](Group& g) {
+    const Peer& other = g.comm()->peer(g.rank() == 0 ? "rank-1" : "rank-0");
+    std::vector<Address> endpoints = other.endpoints();
+    ASSERT_EQ(endpoints.size(), 2u) << other.endpoints_text();
+    EXPECT_EQ(endpoints[0].scheme, "unix") << other.endpoints_text();
+    EXPECT_EQ(endpoints[1].scheme, "tcp") << other.endpoints_text();
+    std::vector<float> x(100000, 1.0f);
+    g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {100000}));
+    EXPECT_EQ(x[99999], 2.0f);
+  });
+}
+
+}  // namespace
+}  // namespace wcomm::test
