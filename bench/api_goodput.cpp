@@ -1,7 +1,7 @@
 // Bulk goodput through the public Comm API: two processes, one sends `count` tensors of
 // `bytes` each (up to 4 in flight), the other receives them; timed from the first send to the
 // last byte received, as the receiver's acknowledgement reaches the sender.
-// Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp or unix]
+// Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp, unix or shm]
 #include "comm_pair.h"
 
 using namespace wcomm::bench_programs;
@@ -11,7 +11,7 @@ int main(int argc, char** argv) {
   const std::uint64_t count = arg_or(argc, argv, 2, 16);
   const std::string transport = argc > 3 ? argv[3] : "tcp";
   wcomm::CommConfig config;
-  config.max_message_bytes = bytes + (1 << 20);
+  config.max_message_bytes = std::max<std::uint64_t>(config.max_message_bytes, bytes + (1 << 20));
   config.max_peer_queued_bytes = 4 * config.max_message_bytes;
 
   return run_comm_pair(

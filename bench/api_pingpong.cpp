@@ -1,7 +1,7 @@
 // Small-message latency through the public Comm API: two processes, a 64 B Bytes payload,
 // send().get() then recv().get(), as an application would write it.
 // Usage: api_pingpong [rounds] [bytes] [recv_busy_poll_us (default: CommConfig's; 0 sleeps at once)]
-//                     [transport: tcp (default) or unix]
+//                     [transport: tcp (default), unix or shm]
 #include "comm_pair.h"
 
 using namespace wcomm::bench_programs;

@@ -1,5 +1,6 @@
 // Two processes, each with a Comm, connected over the transport named on the command line
-// ("tcp" on loopback, or "unix": a socket file in /tmp). The parent is the listening side;
+// ("tcp" on loopback, "unix": a socket file in /tmp, or "shm": shared-memory rings set up over
+// such a socket). The parent is the listening side;
 // the child dials it once the parent listens. For the Comm API benchmarks.
 #pragma once
 
@@ -20,10 +21,11 @@ namespace wcomm::bench_programs {
 inline int run_comm_pair(const std::string& transport, const CommConfig& config,
                          const std::function<void(Comm&, const Peer&)>& listener,
                          const std::function<void(Comm&, const Peer&)>& dialer) {
-  if (transport != "tcp" && transport != "unix") die("transport must be tcp or unix, got " + transport);
+  if (transport != "tcp" && transport != "unix" && transport != "shm")
+    die("transport must be tcp, unix or shm, got " + transport);
   const std::string path = "/tmp/wcomm-bench-" + std::to_string(getpid()) + ".sock";
   auto address = [&](std::uint16_t port) {
-    return transport == "tcp" ? Address::tcp("127.0.0.1", port) : Address::parse("unix://" + path);
+    return transport == "tcp" ? Address::tcp("127.0.0.1", port) : Address::parse(transport + "://" + path);
   };
   int port_pipe[2];
   if (pipe(port_pipe) != 0) die("pipe failed");
@@ -41,7 +43,8 @@ inline int run_comm_pair(const std::string& transport, const CommConfig& config,
   }
   const std::uint16_t port = read_port(port_pipe[0]);
   const Address dial = address(port);
-  const Address self = transport == "tcp" ? Address::tcp("127.0.0.1", 0) : Address::parse("unix://" + path + ".child");
+  const Address self =
+      transport == "tcp" ? Address::tcp("127.0.0.1", 0) : Address::parse(transport + "://" + path + ".child");
   auto comm = Comm::create(CommSpec{{"ping", "", 0, {self}}, {{"echo", "", 0, {dial}}}, "", config});
   dialer(*comm, comm->peer("echo"));
   comm->close();

@@ -1,7 +1,8 @@
 // Peak memory of receiving one large tensor: the receiver's ru_maxrss before and after it
 // receives a 200 MiB uint8 Tensor from a forked sender. Ideal: the growth is the tensor itself
-// (1.0x); an intermediate copy would show as 2x. Usage: recv_rss [mib] [--into]
-// (--into receives into a preallocated, already touched tensor with recv_into: ideal 0x).
+// (1.0x); an intermediate copy would show as 2x. Usage: recv_rss [mib] [--into] [--transport T]
+// (--into receives into a preallocated, already touched tensor with recv_into: ideal 0x; T is
+// CommConfig::transport, default tcp).
 #include <sys/resource.h>
 #include <sys/wait.h>
 #include <unistd.h>
@@ -26,8 +27,10 @@ long max_rss_kib() {
 int main(int argc, char** argv) {
   std::uint64_t mib = 200;
   bool into = false;
+  std::string transport = "tcp";
   for (int i = 1; i < argc; ++i) {
     if (std::strcmp(argv[i], "--into") == 0) into = true;
+    else if (std::strcmp(argv[i], "--transport") == 0 && i + 1 < argc) transport = argv[++i];
     else mib = std::strtoull(argv[i], nullptr, 10);
   }
   const std::int64_t nbytes = static_cast<std::int64_t>(mib) << 20;
@@ -41,6 +44,7 @@ int main(int argc, char** argv) {
     const wcomm::Tensor tensor = wcomm::Tensor::zeros(wcomm::DType::kUInt8, {nbytes});
     const std::uint16_t port = read_port(port_pipe[0]);
     wcomm::CommConfig config;
+    config.transport = transport;
     config.max_peer_queued_bytes = static_cast<std::uint64_t>(nbytes) + (1 << 20);
     config.max_message_bytes = std::max<std::uint64_t>(config.max_message_bytes, config.max_peer_queued_bytes);
     auto comm = wcomm::Comm::create(
@@ -53,6 +57,7 @@ int main(int argc, char** argv) {
   }
 
   wcomm::CommConfig config;
+  config.transport = transport;
   config.max_message_bytes = std::max<std::uint64_t>(config.max_message_bytes, static_cast<std::uint64_t>(nbytes) + (2 << 20));
   auto comm =
       wcomm::Comm::create(wcomm::CommSpec{{"receiver", "127.0.0.1", 0}, {{"sender", "127.0.0.1", 1}}, "", config});

@@ -75,6 +75,7 @@ say "wcomm bench: 64 B latency, upload goodput of 1 MiB and 64 MiB messages"
 cat >"$work/b.yaml" <<YAML
 local: {node_id: node-b, host: 127.0.0.1, port: 0}
 peers: [{node_id: node-a, host: 127.0.0.1, port: 1}]
+comm: {transport: tcp}
 YAML
 "$build/wcomm" bench --config "$work/b.yaml" responder --peer node-a --wait-timeout 60 2>"$work/responder.err" &
 pids+=($!)
@@ -88,6 +89,7 @@ done
 cat >"$work/a.yaml" <<YAML
 local: {node_id: node-a, host: 127.0.0.1, port: 0}
 peers: [{node_id: node-b, host: 127.0.0.1, port: $port}]
+comm: {transport: tcp}
 YAML
 # 256 MiB per trial: 256 messages of 1 MiB, 4 of 64 MiB.
 "$build/wcomm" bench --config "$work/a.yaml" initiator --peer node-b --quiet \

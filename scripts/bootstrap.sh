@@ -6,10 +6,11 @@ set -euo pipefail
 packages=(
   build-essential cmake ninja-build pkg-config
   libasio-dev libmsgpack-cxx-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
-  libcli11-dev libspdlog-dev libfmt-dev libssl-dev
+  libcli11-dev libspdlog-dev libfmt-dev libssl-dev libucx-dev ucx-utils
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
   python3-zmq python3-msgpack python3-yaml python3-pip python3-setuptools
+  libzmq3-dev cppzmq-dev
   iperf3 iproute2 iputils-ping procps
   openmpi-bin
 )

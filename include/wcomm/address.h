@@ -1,5 +1,6 @@
 // Transport addresses: where a node listens and how a peer is reached. Written as URLs:
-// tcp://host:port, unix:///path/to/socket, unix://@name (Linux abstract socket).
+// tcp://host:port, unix:///path/to/socket, unix://@name (Linux abstract socket), and
+// shm:///path or shm://@name (shared-memory rings, set up over a Unix socket at that name).
 #pragma once
 
 #include <cstdint>
@@ -9,10 +10,10 @@
 namespace wcomm {
 
 struct Address {
-  std::string scheme;  // "tcp" or "unix" (a transport's name; see docs/cpp-api.md)
+  std::string scheme;  // "tcp", "unix" or "shm" (a transport's name; see docs/cpp-api.md)
   std::string host;    // tcp: a name or a numeric address ("::1", not "[::1]")
   std::uint16_t port = 0;
-  std::string path;    // unix: a file path, or the name of an abstract socket
+  std::string path;    // unix, shm: a file path, or the name of an abstract socket
   bool abstract = false;
 
   static Address tcp(std::string host, std::uint16_t port);

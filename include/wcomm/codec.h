@@ -24,7 +24,10 @@ inline constexpr std::uint16_t kProtocolVersion = 1;
 // kHeartbeat is a wcomm extension, sent only to peers whose HELLO / HELLO_ACK listed the
 // "heartbeat" feature (docs/wire-format.md); a V0.1 peer never sees it.
 // kAck likewise, to peers that listed "ack": it acknowledges DATA frames that asked for it.
-enum class FrameKind : std::uint8_t { kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32, kAck = 33 };
+// kAuth likewise, to peers that listed "auth=": the dialer's proof of the cluster key.
+enum class FrameKind : std::uint8_t {
+  kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32, kAck = 33, kAuth = 34
+};
 // DATA header flag (wcomm extension, "ack" feature): the sender asks for an ACK of this frame.
 inline constexpr std::uint8_t kFlagAckRequested = 0x80;
 

@@ -6,6 +6,7 @@
 #include <chrono>
 #include <cstdint>
 #include <functional>
+#include <map>
 #include <memory>
 #include <optional>
 #include <string>
@@ -61,6 +62,16 @@ using CommSpec = NodeConfig;
 
 // Counters, mostly for tests and benchmarks. bytes_copied counts payload bytes wcomm copied
 // in user space (0 for tensors and bytes sent and received through the normal paths).
+// How one peer is reached now (CommStats::peers).
+struct PeerStats {
+  bool connected = false;
+  std::string transport;     // "shm", "unix" or "tcp" while connected, else ""
+  // How this side's large payloads travel: "cma" (the peer reads them straight from our
+  // memory), "ring" (copied through shared memory: cross-memory attach was refused), or
+  // "stream" (a socket); "" while not connected.
+  std::string payload_path;
+};
+
 struct CommStats {
   std::uint64_t messages_sent = 0;
   std::uint64_t messages_received = 0;
@@ -77,6 +88,7 @@ struct CommStats {
   // Errors no operation could be told of (a refused frame while nothing waited, when an
   // earlier such error was still unreported); each is also logged.
   std::uint64_t errors_without_waiter = 0;
+  std::map<std::string, PeerStats> peers;  // by node_id
 };
 
 // Thread-safe. Every operation returns a Future; its callbacks run on the Comm's loop thread
@@ -138,6 +150,7 @@ class Comm {
 
  private:
   explicit Comm(std::shared_ptr<Impl> impl);
+  std::map<std::string, PeerStats> peer_stats() const;
   std::shared_ptr<Impl> impl_;
 };
 

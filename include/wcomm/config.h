@@ -55,6 +55,18 @@ struct CommConfig {
   double handshake_timeout_s = 10.0;
   double reconnect_backoff_initial_s = 0.01;
   double reconnect_backoff_max_s = 0.5;
+  // At most this many accepted connections may wait for their handshake at once; one more
+  // evicts the oldest (idle or hostile sockets cannot lock real peers out; wcomm).
+  std::uint64_t max_pending_handshakes = 256;
+  // How peers are reached (wcomm): "auto" (shared memory with a peer on this host, else the
+  // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
+  // A peer's own `transport` overrides it.
+  std::string transport = "auto";
+  // Cluster key (wcomm): with one, every connection proves both ends know it (a mutual
+  // HMAC-SHA256 challenge-response in the handshake) and peers without it are refused; at
+  // least 16 bytes. Empty: no authentication, plain V0.1. YAML `comm.cluster_key_file`;
+  // Comm::create reads WCOMM_CLUSTER_KEY_FILE when this is empty.
+  std::string cluster_key = {};
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;
@@ -68,6 +80,7 @@ struct Peer {
   std::string host = {};
   std::uint16_t port = 0;
   std::vector<Address> addresses = {};
+  std::string transport = {};  // "" (the Comm's CommConfig::transport), auto, shm, unix, tcp
   // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
   std::string endpoints_text() const;  // "tcp://192.0.2.11:9000, unix:///tmp/b.sock"
@@ -90,5 +103,9 @@ struct NodeConfig {
 // file and the offending key or value (unknown keys are rejected too).
 NodeConfig load_node_config(const std::string& path);
 NodeConfig parse_node_config(const std::string& yaml_text, const std::string& origin = "<string>");
+
+// A cluster key file's bytes (a trailing newline dropped); InvalidArgumentError naming the
+// file if it cannot be read or holds fewer than 16 bytes.
+std::string read_cluster_key_file(const std::string& path);
 
 }  // namespace wcomm

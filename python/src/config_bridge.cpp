@@ -32,6 +32,9 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("handshake_timeout_s", c.handshake_timeout_s);
   fn("reconnect_backoff_initial_s", c.reconnect_backoff_initial_s);
   fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
+  fn("transport", c.transport);
+  fn("max_pending_handshakes", c.max_pending_handshakes);
+  fn("cluster_key", c.cluster_key);  // bytes in Python
 }
 
 }  // namespace
@@ -74,22 +77,24 @@ py::dict config_to_dict(const CommConfig& config) {
   if (c.egress_rate_bytes_per_second == 0.0) out["egress_rate_bytes_per_second"] = py::none();
   if (c.egress_quantum_bytes == 0) out["egress_quantum_bytes"] = py::none();
   if (c.egress_burst_bytes == 0) out["egress_burst_bytes"] = py::none();
+  out["cluster_key"] = py::bytes(c.cluster_key);
   return out;
 }
 
-// (node_id, host, port[, addresses]): addresses are URL strings (wcomm/address.h).
+// (node_id, host, port[, addresses[, transport]]): addresses are URL strings (wcomm/address.h).
 Peer peer_from_tuple(const py::handle& peer) {
   auto t = py::reinterpret_borrow<py::tuple>(peer);
   Peer out{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::uint16_t>()};
   if (t.size() > 3)
     for (py::handle a : t[3]) out.addresses.push_back(Address::parse(a.cast<std::string>(), /*allow_port_zero=*/true));
+  if (t.size() > 4) out.transport = t[4].cast<std::string>();
   return out;
 }
 
 py::tuple peer_to_tuple(const Peer& peer) {
   py::list addresses;
   for (const Address& a : peer.addresses) addresses.append(a.to_string());
-  return py::make_tuple(peer.node_id, peer.host, peer.port, py::tuple(addresses));
+  return py::make_tuple(peer.node_id, peer.host, peer.port, py::tuple(addresses), peer.transport);
 }
 
 py::dict node_config_to_dict(const NodeConfig& config) {

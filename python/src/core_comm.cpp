@@ -197,6 +197,15 @@ py::dict CoreComm::stats() const {
   out["messages_read_by_receivers"] = s.messages_read_by_receivers;
   out["messages_read_busy_polling"] = s.messages_read_busy_polling;
   out["errors_without_waiter"] = s.errors_without_waiter;
+  py::dict peers;
+  for (const auto& [name, p] : s.peers) {
+    py::dict d;
+    d["connected"] = p.connected;
+    d["transport"] = p.transport;
+    d["payload_path"] = p.payload_path;
+    peers[py::str(name)] = d;
+  }
+  out["peers"] = peers;
   return out;
 }
 

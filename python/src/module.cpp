@@ -7,7 +7,9 @@
 #include "core_comm.h"
 #include "errors_bridge.h"
 #include "group_bridge.h"
+#include "mesh_bridge.h"
 #include "to_value.h"
+#include "xfer_bridge.h"
 #include "wcomm/value.h"
 
 namespace py = pybind11;
@@ -17,6 +19,8 @@ PYBIND11_MODULE(_core, m) {
   m.doc() = "wcomm's C++ Comm for the wireless_comm package (private API)";
   register_error_translator();
   register_group(m);
+  register_xfer(m);  // wireless_comm.xfer
+  register_mesh(m);  // _core.MeshCommunicator (wireless_comm.mesh)
 
   m.attr("TENSOR_AUTO") = static_cast<int>(TensorMode::kAuto);
   m.attr("TENSOR_TORCH") = static_cast<int>(TensorMode::kTorch);

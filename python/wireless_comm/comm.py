@@ -210,7 +210,7 @@ class Comm:
         self._registry = TypeRegistry(None)
         self._core = _core.Comm(
             (local.node_id, local.host, local.port, local.addresses),
-            [(p.node_id, p.host, p.port, p.addresses) for p in peers],
+            [(p.node_id, p.host, p.port, p.addresses, p.transport) for p in peers],
             bind_host if bind_host is not None else local.host,
             config._fields(),
             self._registry._encoders,

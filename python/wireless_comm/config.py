@@ -32,12 +32,14 @@ def _is_number(value: object) -> bool:
 class Peer:
     """One node of the static peer directory: its name and where it listens. V0.1 gives host
     and port (TCP); `addresses` may list others or more, tried in order when dialing and all
-    listened on locally: "tcp://host:port", "unix:///path", "unix://@name"."""
+    listened on locally: "tcp://host:port", "unix:///path", "unix://@name", "shm://@name".
+    `transport` ("" for the CommConfig's; auto, shm, unix or tcp) chooses how it is reached."""
 
     node_id: str
     host: str = ""
     port: int = 0
     addresses: Tuple[str, ...] = ()
+    transport: str = ""
 
     def __post_init__(self) -> None:
         if not isinstance(self.node_id, str) or not self.node_id:
@@ -53,6 +55,8 @@ class Peer:
             raise ValueError(f"Peer.host must be a non-empty str (or give addresses), got {self.host!r}")
         if not _is_int(self.port) or not 0 <= self.port <= 65535:
             raise ValueError(f"Peer.port must be an int in 0..65535, got {self.port!r}")
+        if self.transport not in ("",) + _TRANSPORTS:
+            raise ValueError(f"Peer.transport must be one of {', '.join(_TRANSPORTS)} (or ''), got {self.transport!r}")
 
 
 @dataclass(frozen=True)
@@ -92,9 +96,11 @@ _INT_FIELDS = (
     "max_peer_unreceived_messages",
     "max_peer_unreceived_bytes",
     "recv_busy_poll_us",
+    "max_pending_handshakes",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
+_TRANSPORTS = ("auto", "shm", "unix", "tcp")
 
 
 @dataclass(frozen=True)
@@ -135,8 +141,20 @@ class CommConfig:
     handshake_timeout_s: float = 10.0
     reconnect_backoff_initial_s: float = 0.01
     reconnect_backoff_max_s: float = 0.5
+    # How peers are reached: auto (shared memory with peers on this host, else their
+    # addresses), shm, unix or tcp (docs/python.md, "Transports").
+    transport: str = "auto"
+    # At most this many accepted connections wait for their handshake; one more evicts the oldest.
+    max_pending_handshakes: int = 256
+    # Cluster key (bytes, at least 16): every connection proves both ends know it; peers
+    # without it are refused (docs/python.md). b"": none (WCOMM_CLUSTER_KEY_FILE may give one).
+    cluster_key: bytes = field(default=b"", repr=False)
 
     def __post_init__(self) -> None:
+        if not isinstance(self.cluster_key, bytes):
+            raise ValueError(f"CommConfig.cluster_key must be bytes, got {type(self.cluster_key).__name__}")
+        if self.transport not in _TRANSPORTS:
+            raise ValueError(f"CommConfig.transport must be one of {', '.join(_TRANSPORTS)}, got {self.transport!r}")
         for name in _INT_FIELDS:
             value = getattr(self, name)
             if not _is_int(value) or not 0 <= value <= _U64_MAX:

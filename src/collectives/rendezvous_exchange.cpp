@@ -114,7 +114,8 @@ std::string local_address(int fd) {
 // id) and one network namespace. "" when unknown (then only TCP is used).
 std::string host_key(const RendezvousSpec& spec) {
   const char* mode = std::getenv("WCOMM_SAME_HOST");
-  if (!spec.same_host_unix || (mode && std::string(mode) == "tcp")) return {};
+  bool wanted = mode ? std::string(mode) == "unix" : spec.same_host_unix;
+  if (!wanted) return {};
   char boot[64] = {};
   FILE* f = std::fopen("/proc/sys/kernel/random/boot_id", "r");
   if (!f) return {};

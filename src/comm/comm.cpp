@@ -12,6 +12,7 @@
 #include <stdexcept>
 
 #include "comm/comm_impl.h"
+#include "comm/same_host.h"
 
 namespace wcomm {
 
@@ -64,7 +65,9 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
 
 void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
+  evict_oldest_handshakes();
   handshaking.insert(connection);
+  handshake_order.push_back(connection);
   const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.handshake_timeout_s));
   connection->handshake_as_acceptor(deadline, [this, connection](std::optional<Error> error) {
     handshaking.erase(connection);
@@ -77,8 +80,38 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   });
 }
 
+// At max_pending_handshakes, the connection that has waited longest for its handshake goes:
+// idle or hostile sockets then cannot keep a real peer, which completes its handshake at
+// once, from getting in. Logged at most every 10 s.
+void Comm::Impl::evict_oldest_handshakes() {
+  while (handshaking.size() >= spec.comm.max_pending_handshakes && !handshake_order.empty()) {
+    auto oldest = handshake_order.front().lock();
+    handshake_order.pop_front();
+    if (!oldest || !handshaking.count(oldest)) continue;
+    ++handshakes_evicted;
+    oldest->fail({ErrorCode::kConnectionFailed, "dropped: " + std::to_string(spec.comm.max_pending_handshakes) +
+                                                    " connections were waiting for their handshake (max_pending_handshakes)"},
+                 true);
+  }
+  // Connections whose handshake ended (either way) leave the front, so the queue stays short.
+  while (!handshake_order.empty()) {
+    auto front = handshake_order.front().lock();
+    if (front && handshaking.count(front)) break;
+    handshake_order.pop_front();
+  }
+  const auto now = Clock::now();
+  if (handshakes_evicted > 0 && now - last_eviction_log > std::chrono::seconds(10)) {
+    spdlog::warn("wcomm[{}]: {} connection(s) dropped before their handshake: more than max_pending_handshakes ({}) "
+                 "were waiting (idle or hostile sockets?)",
+                 spec.local.node_id, handshakes_evicted, spec.comm.max_pending_handshakes);
+    handshakes_evicted = 0;
+    last_eviction_log = now;
+  }
+}
+
 void Comm::Impl::close_from_loop() {
   for (auto& listener : listeners) listener->close();
+  if (same_host_listener) same_host_listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
   for (auto& [name, peer] : peers) peer->close_all(error);
   auto pending = std::move(handshaking);
@@ -90,10 +123,39 @@ Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
 namespace {
 
+void accept_on(Comm::Impl& impl, transport::Listener& listener) {
+  listener.start([raw = &impl](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
+    if (ec) return;  // the listener logged it and backs off
+    raw->on_accepted(std::move(stream));
+  });
+}
+
+// Peers on this host reach the node through shared memory (auto, shm) or a Unix socket (unix)
+// at a name derived from its node_id and TCP host:port (same_host.h). With auto, a node that
+// cannot listen there is still reached over its other addresses.
+void listen_same_host(Comm::Impl& impl) {
+  const std::string& transport = impl.spec.comm.transport;
+  if (transport == "tcp") return;
+  auto address = same_host_address(impl.spec.local, transport == "auto" ? "shm" : transport);
+  if (!address) return;
+  try {
+    impl.same_host_listener = transport::listen(impl.io, *address, impl.transport_options());
+  } catch (const ConnectionFailedError& e) {
+    if (transport != "auto") throw;
+    spdlog::warn("wcomm[{}]: peers on this host will use tcp: {}", impl.spec.local.node_id, e.what());
+    return;
+  }
+  accept_on(impl, *impl.same_host_listener);
+}
+
 // Listens on every local address (bind_host in place of the V0.1 host, when given), and
 // records where each listener is reached (ephemeral ports resolved) in the spec.
 void listen(Comm::Impl& impl) {
   Peer& local = impl.spec.local;
+  // The same-host name first when the port is known: a peer on this host that dials while
+  // this node starts then never finds TCP listening before shared memory.
+  const bool same_host_first = local.port != 0;
+  if (same_host_first) listen_same_host(impl);
   std::vector<Address> bound;
   for (Address address : local.endpoints()) {
     if (address.scheme == "tcp" && address.host == local.host && !impl.spec.bind_host.empty())
@@ -105,19 +167,21 @@ void listen(Comm::Impl& impl) {
       if (address.host == impl.spec.bind_host && !local.host.empty()) reached.host = local.host;
     }
     bound.push_back(reached);
-    listener->start([raw = &impl](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
-      if (ec) return;  // the listener logged it and backs off
-      raw->on_accepted(std::move(stream));
-    });
+    accept_on(impl, *listener);
     impl.listeners.push_back(std::move(listener));
   }
   if (!local.addresses.empty()) local.addresses = std::move(bound);
+  if (!same_host_first) listen_same_host(impl);  // named after the port just bound
 }
 
 }  // namespace
 
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
+  if (spec.comm.cluster_key.empty())
+    if (const char* file = std::getenv("WCOMM_CLUSTER_KEY_FILE"); file && *file)
+      spec.comm.cluster_key = read_cluster_key_file(file);
   spec.comm.validate();
+  spdlog::default_logger_raw();  // spdlog's registry is made here, not by two loops at once
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
   auto impl = std::make_shared<Impl>(std::move(spec));
@@ -125,6 +189,9 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
     if (p.endpoints().empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
+    if (dial_endpoints(p, impl->spec.comm).empty())
+      throw InvalidArgumentError("peer '" + p.node_id + "' has no address for transport '" +
+                                 transport_for(p, impl->spec.comm) + "' (it has " + p.endpoints_text() + ")");
     if (!p.host.empty() && p.port == 0)
       throw InvalidArgumentError("peer '" + p.node_id + "' has port 0; a remote peer needs the port it listens on");
     if (p.node_id == impl->spec.local.node_id)
@@ -352,7 +419,13 @@ CommStats Comm::stats() const {
   return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
           get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
           get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
-          get(s.messages_read_busy_polling), get(s.errors_without_waiter)};
+          get(s.messages_read_busy_polling), get(s.errors_without_waiter), peer_stats()};
+}
+
+std::map<std::string, PeerStats> Comm::peer_stats() const {
+  std::map<std::string, PeerStats> out;
+  for (const auto& [name, peer] : impl_->peers) out.emplace(name, peer->stats());
+  return out;
 }
 
 }  // namespace wcomm

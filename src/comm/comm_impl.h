@@ -27,6 +27,7 @@
 #include "comm/read_owner.h"
 #include "core/operation.h"
 #include "transport/transport.h"
+#include "comm/cluster_auth.h"
 #include "wcomm/comm.h"
 
 namespace wcomm {
@@ -129,7 +130,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
+  bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys do not match
   std::string describe() const { return stream_->describe(); }
+  std::string transport_name() const { return describe().substr(0, describe().find(' ')); }
+  std::string_view payload_path() const { return stream_->payload_path(); }
 
  private:
   // Handshake: the loop reads one control frame with the frame reader.
@@ -141,6 +145,11 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void start_liveness();
   void on_liveness_tick();
   void start_handshake_timer(Clock::time_point deadline, const char* what);
+  // Cluster key (cluster_auth.h): whether this node has one, the dialer's check of the
+  // acceptor's proof (and its own proof sent), the acceptor's refusal of a dialer.
+  bool keyed() const;
+  std::optional<Error> check_acceptor_proof(const std::vector<std::string>& features);
+  void refuse(const Error& why);
   void finish_handshake(std::optional<Error> error);
   // ReadOwner::Sink (called by whoever reads).
   Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
@@ -164,6 +173,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::function<void(std::optional<Error>)> handshake_done_;
   std::optional<asio::steady_timer> handshake_timer_;
   std::string peer_incarnation_;
+  auth::Exchange auth_;  // the cluster-key exchange of this connection's handshake
+  bool auth_refused_ = false;
   bool heartbeats_ = false;                 // negotiated
   bool acks_ = false;                       // negotiated
   std::vector<std::uint64_t> pending_acks_;  // loop only
@@ -188,6 +199,8 @@ class PeerState {
   enum class Session { kIdle, kDialing, kUp, kDraining, kClosed };
   Session session() const;
   static const char* session_name(Session s);
+  // Any thread: how the peer is reached now.
+  PeerStats stats() const;
 
   // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
   // the frame is written right here, with no hop to the loop; otherwise, or for what the
@@ -304,6 +317,10 @@ class PeerState {
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};
+  // The connection stats() describes (the one sends go to), under stats_mutex_.
+  mutable std::mutex stats_mutex_;
+  std::shared_ptr<Connection> stats_connection_;
+  void refresh_stats();
   bool draining_ = false;  // close_all is completing everything pending
   bool closed_ = false;
   bool closing() const { return draining_ || closed_; }
@@ -318,8 +335,13 @@ struct Comm::Impl {
   std::thread thread;
   CommSpec spec;
   std::vector<std::unique_ptr<transport::Listener>> listeners;  // one per local address
+  std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
   std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
+  std::deque<std::weak_ptr<Connection>> handshake_order;                 // loop only: oldest first
+  std::uint64_t handshakes_evicted = 0;                                  // loop only
+  Clock::time_point last_eviction_log{};
+  std::set<std::string> refused_sources;  // loop only: sources already logged as refused, by reason
 
   // Any thread.
   mutable std::shared_mutex codec_mutex;  // guards registry and allocator
@@ -347,6 +369,7 @@ struct Comm::Impl {
   transport::Options transport_options() const;
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Connection> stream);
+  void evict_oldest_handshakes();
   void close_from_loop();
 };
 

@@ -6,6 +6,7 @@
 #include <cstdlib>
 #include <random>
 
+#include "comm/cluster_auth.h"
 #include "comm/comm_impl.h"
 
 namespace wcomm {
@@ -25,7 +26,9 @@ Connection::Connection(Comm::Impl& impl, std::unique_ptr<transport::Connection> 
     : impl_(impl),
       stream_(std::move(stream)),
       reader_(*stream_, impl.spec.comm),
-      reader_owner_(impl, *stream_, reader_, *this) {}
+      reader_owner_(impl, *stream_, reader_, *this) {
+  reader_.set_handshake(true);  // until finish_handshake
+}
 
 Connection::~Connection() = default;
 
@@ -61,6 +64,7 @@ void Connection::start_handshake_timer(Clock::time_point deadline, const char* w
 
 void Connection::finish_handshake(std::optional<Error> error) {
   if (error) return fail(*error, false);
+  reader_.set_handshake(false);
   handshake_timer_.reset();
   stream_->stop_waiting_readable();
   established_ = true;
@@ -138,8 +142,13 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
   handshake_done_ = std::move(done);
   reader_.set_peer_name("peer '" + peer.peer().node_id + "'");
   start_handshake_timer(deadline, "HELLO_ACK");
+  std::vector<std::string> features = offered_features();
+  if (keyed()) {
+    auth_.dialer_nonce = auth::new_nonce();
+    features.push_back("auth=" + auth_.dialer_nonce);
+  }
   auto hello = std::make_shared<std::vector<std::uint8_t>>(
-      encode_control(FrameKind::kHello, {impl_.spec.local.node_id, connection_id_, offered_features()}));
+      encode_control(FrameKind::kHello, {impl_.spec.local.node_id, connection_id_, features}));
   write({asio::buffer(*hello)}, [self = shared_from_this(), hello](std::error_code ec) {
     if (ec && !self->failed_) self->fail({ErrorCode::kConnectionFailed, "sending HELLO failed: " + ec.message()}, false);
   });
@@ -157,9 +166,45 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
                                                                     "' / connection " + c.connection_id +
                                                                     ", expected '" + expected + "' / " +
                                                                     self->connection_id_});
+    if (auto refused = self->check_acceptor_proof(c.features)) return self->finish_handshake(refused);
     self->accept_features(c.features);  // a V0.1 peer lists none
     self->finish_handshake(std::nullopt);
   });
+}
+
+bool Connection::keyed() const { return !impl_.spec.comm.cluster_key.empty(); }
+
+// Dialer: with a cluster key, the acceptor must prove it in HELLO_ACK ("auth=<nonce>:<proof>");
+// then this side proves it too, in an AUTH frame. An acceptor that requires a key this side
+// does not have says "auth=required".
+std::optional<Error> Connection::check_acceptor_proof(const std::vector<std::string>& features) {
+  std::string offered;
+  for (const auto& f : features)
+    if (f.rfind("auth=", 0) == 0) offered = f.substr(5);
+  const std::string& name = peer_->peer().node_id;
+  if (!keyed()) {
+    if (offered.empty()) return std::nullopt;
+    auth_refused_ = true;
+    return Error{ErrorCode::kConnectionFailed, "peer '" + name + "' requires a cluster key and this node has none "
+                                               "(set comm.cluster_key_file, or WCOMM_CLUSTER_KEY_FILE)"};
+  }
+  auth_refused_ = true;  // until proven below
+  const auto colon = offered.find(':');
+  if (offered.empty() || offered == "required" || colon == std::string::npos)
+    return Error{ErrorCode::kConnectionFailed, "peer '" + name + "' did not prove the cluster key (it has none, "
+                                               "or is a V0.1 node); this node requires it"};
+  auth_.acceptor_nonce = offered.substr(0, colon);
+  auth_.dialer_id = impl_.spec.local.node_id;
+  auth_.acceptor_id = name;
+  auth_.connection_id = connection_id_;
+  if (!auth::verify(impl_.spec.comm.cluster_key, "acceptor", auth_, offered.substr(colon + 1)))
+    return Error{ErrorCode::kConnectionFailed, "peer '" + name + "' proved a different cluster key"};
+  auth_refused_ = false;
+  auto frame = std::make_shared<std::vector<std::uint8_t>>(encode_control(
+      FrameKind::kAuth, {impl_.spec.local.node_id, connection_id_,
+                         {"proof=" + auth::proof(impl_.spec.comm.cluster_key, "dialer", auth_)}, {}}));
+  write({asio::buffer(*frame)}, [frame](std::error_code) {});  // a failed write shows on the next read
+  return std::nullopt;
 }
 
 void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function<void(std::optional<Error>)> done) {
@@ -184,14 +229,57 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
       self->accept_features(c.features);
       features = self->offered_features();
     }
+    std::string dialer_nonce;
+    for (const auto& f : c.features)
+      if (f.rfind("auth=", 0) == 0) dialer_nonce = f.substr(5);
+    std::optional<Error> refused;
+    if (self->keyed() && dialer_nonce.empty()) {
+      refused = Error{ErrorCode::kConnectionFailed, "it offered no cluster key proof (a node without the key, or V0.1)"};
+      if (!c.features.empty()) features.push_back("auth=required");
+    } else if (!self->keyed() && !dialer_nonce.empty()) {
+      refused = Error{ErrorCode::kConnectionFailed, "it authenticates with a cluster key and this node has none"};
+    } else if (self->keyed()) {
+      self->auth_ = {dialer_nonce, auth::new_nonce(), c.node_id, self->impl_.spec.local.node_id, c.connection_id};
+      features.push_back("auth=" + self->auth_.acceptor_nonce + ":" +
+                         auth::proof(self->impl_.spec.comm.cluster_key, "acceptor", self->auth_));
+    }
     auto ack = std::make_shared<std::vector<std::uint8_t>>(
         encode_control(FrameKind::kHelloAck, {self->impl_.spec.local.node_id, c.connection_id, features}));
-    self->write({asio::buffer(*ack)}, [self, ack](std::error_code ec) {
+    self->write({asio::buffer(*ack)}, [self, ack, refused](std::error_code ec) {
       if (self->failed_) return;
+      // A refused dialer reads the HELLO_ACK first, which tells it why; then it is closed.
+      if (refused) return self->refuse(*refused);
       if (ec) return self->fail({ErrorCode::kConnectionClosed, "sending HELLO_ACK failed: " + ec.message()}, false);
     });
-    self->finish_handshake(std::nullopt);
+    if (refused) return;
+    if (!self->keyed()) return self->finish_handshake(std::nullopt);
+    // The dialer's proof comes next, in an AUTH frame, before anything else.
+    self->read_handshake_frame([self](Frame frame) {
+      std::optional<Control> proof;
+      if (frame.header.kind == FrameKind::kAuth)
+        if (auto control = decode_control(frame.header, frame.manifest)) proof = control.value();
+      std::string claimed;
+      if (proof && proof->connection_id == self->connection_id_)
+        for (const auto& f : proof->features)
+          if (f.rfind("proof=", 0) == 0) claimed = f.substr(6);
+      if (!auth::verify(self->impl_.spec.comm.cluster_key, "dialer", self->auth_, claimed))
+        return self->refuse({ErrorCode::kConnectionFailed, claimed.empty() ? "it sent no cluster key proof"
+                                                                          : "it proved a different cluster key "
+                                                                            "(or replayed an earlier exchange)"});
+      self->finish_handshake(std::nullopt);
+    });
   });
+}
+
+// Acceptor: a dialer that failed authentication is dropped, without touching the real peer's
+// connections; each source is logged once per reason (a flood must not flood the log).
+void Connection::refuse(const Error& why) {
+  const std::string source = stream_->describe();
+  const std::string node = peer_ ? peer_->peer().node_id : "?";
+  if (impl_.refused_sources.size() < 1024 && impl_.refused_sources.insert(source + "|" + why.message).second)
+    spdlog::warn("wcomm[{}]: refused a connection naming node '{}' from {}: {}", impl_.spec.local.node_id, node, source,
+                 why.message);
+  fail({why.code, "refused: " + why.message}, true);
 }
 
 // ---- reading (ReadOwner::Sink: called by whoever owns the reading) ----------------------

@@ -26,7 +26,7 @@ FrameReader::Status FrameReader::read(const DecodeData& decode) {
   while (!error_) {
     switch (stage_) {
       case Stage::kHeader:
-        if (stage_bytes_ == 0 && take_head_from_peek(decode)) continue;
+        if (stage_bytes_ == 0 && !handshake_ && take_head_from_peek(decode)) continue;
         if (!read_stage({asio::buffer(header_bytes_, kHeaderSize)}, kHeaderSize, "frame header")) break;
         on_header();
         continue;
@@ -109,6 +109,11 @@ void FrameReader::on_header() {
   auto header = parse_header(header_bytes_, limits_);
   if (!header) return fail(header.error());
   frame_.header = header.value();
+  if (handshake_ && frame_.header.kind == FrameKind::kData)
+    return fail({ErrorCode::kProtocol, "a DATA frame before the handshake completed"});
+  if (handshake_ && frame_.header.manifest_size > kHandshakeManifestBytes)
+    return fail({ErrorCode::kProtocol, "a handshake frame announces a " + std::to_string(frame_.header.manifest_size) +
+                                           "-byte manifest (at most " + std::to_string(kHandshakeManifestBytes) + ")"});
   frame_.manifest.resize(frame_.header.manifest_size);  // bounded by max_manifest_bytes in parse_header
   stage_ = Stage::kManifest;
   stage_bytes_ = 0;

@@ -33,6 +33,10 @@ class FrameReader {
   FrameReader(transport::Connection& connection, const CommConfig& limits);
   // Who is on the other side, for error messages ("peer 'node-b'").
   void set_peer_name(std::string who) { who_ = std::move(who); }
+  // Before the handshake completes only small control frames are read: a header announcing
+  // anything else (a DATA frame, a large manifest) fails before a byte of it is allocated.
+  static constexpr std::uint32_t kHandshakeManifestBytes = 4096;
+  void set_handshake(bool on) { handshake_ = on; }
 
   // Reads until a whole frame is there (kFrame: take() it), nothing more has arrived
   // (kWaiting) or the stream failed, ended, or sent a frame the limits refuse (kFailed:
@@ -70,6 +74,7 @@ class FrameReader {
   std::array<std::uint8_t, 4096> head_peek_;
   std::optional<Error> error_;
   std::atomic<std::uint64_t> bytes_read_{0};
+  bool handshake_ = false;
 };
 
 }  // namespace wcomm

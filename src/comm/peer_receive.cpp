@@ -195,12 +195,12 @@ void PeerState::deliver(std::uint32_t tag, Received message, bool by_loop, Later
       return;
     }
   }
-  // A recv_into posted after this frame's header was read (too late to claim the frame) still
-  // gets its tensors: the message was read into fresh storage, so copy it over.
-  Result<Received> result(std::move(message));
-  if (!waiter->into.empty())
+  Result<Received> result = std::move(message);
+  if (!waiter->into.empty()) {
+    // A recv_into that came after this frame's storage was chosen: copy into its tensors.
     if (auto mismatch = fill_into(result.value().value, waiter->into, impl_.stats.bytes_copied))
       result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
+  }
   complete_recv(std::move(waiter), std::move(result), by_loop, &later);
 }
 

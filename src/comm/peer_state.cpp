@@ -8,6 +8,7 @@
 #include <cstring>
 
 #include "comm/comm_impl.h"
+#include "comm/same_host.h"
 
 namespace wcomm {
 Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
@@ -32,7 +33,22 @@ PeerState::PeerState(Comm::Impl& impl, Peer peer)
       pacer_(impl.spec.comm.egress_rate_bytes_per_second,
              // V0.1: a null (0) burst is one quantum.
              impl.spec.comm.egress_burst_bytes ? impl.spec.comm.egress_burst_bytes : impl.spec.comm.egress_quantum_bytes) {
-  endpoints_ = peer_.endpoints();
+  endpoints_ = dial_endpoints(peer_, impl.spec.comm);
+}
+
+PeerStats PeerState::stats() const {
+  std::lock_guard lock(stats_mutex_);
+  if (!stats_connection_) return {};
+  return {true, stats_connection_->transport_name(), std::string(stats_connection_->payload_path())};
+}
+
+void PeerState::refresh_stats() {
+  std::shared_ptr<Connection> current;
+  Connection* send = send_connection();
+  for (const auto& c : connections_)
+    if (c.get() == send) current = c;
+  std::lock_guard lock(stats_mutex_);
+  stats_connection_ = std::move(current);
 }
 
 bool PeerState::has_capacity_for(std::uint64_t bytes) const {
@@ -416,6 +432,12 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
             *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
               impl_.handshaking.erase(connection);
               if (closing()) return;
+              // Keys that do not match will not match on a retry: the sends fail now.
+              if (error && connection->auth_refused()) {
+                dialing_ = false;
+                if (connections_.empty()) fail_sends({ErrorCode::kConnectionFailed, error->message});
+                return;
+              }
               if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
               dialing_ = false;
               impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
@@ -426,7 +448,9 @@ void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backo
 
 void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff,
                                  std::size_t address_index, std::error_code ec, const std::string& why) {
-  const std::string where = endpoints_[address_index].to_string();
+  // With auto, the same-host name is tried first, unknown to the user: name the peer's own.
+  const std::string where = transport_for(peer_, impl_.spec.comm) == "auto" ? peer_.endpoints_text()
+                                                                           : endpoints_[address_index].to_string();
   // The next address of the peer, at once; after the last, back to the first after a pause.
   const std::size_t next = (address_index + 1) % endpoints_.size();
   const auto now = Clock::now();
@@ -483,8 +507,13 @@ void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   const bool was_down = connections_.empty();
   connections_.push_back(connection);
   refresh_caller_read();
+  refresh_stats();
   connection->start_reading();
-  if (was_down) emit(PeerEvent::Kind::kUp, "");
+  if (was_down) {
+    spdlog::debug("wcomm[{}]: peer '{}' reached over {} (large payloads: {})", impl_.spec.local.node_id, peer_.node_id,
+                  connection->describe(), connection->payload_path());
+    emit(PeerEvent::Kind::kUp, "");
+  }
   pump();
 }
 
@@ -534,6 +563,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
   refresh_caller_read();
+  refresh_stats();
   paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
   if (active_connection_ == &connection) {
     // A partly written frame cannot be resumed: that message fails, with the reason. Complete
@@ -608,6 +638,7 @@ void PeerState::close_all(const Error& error) {
   auto connections = std::move(connections_);
   connections_.clear();
   refresh_caller_read();
+  refresh_stats();
   for (auto& c : connections) c->send_close_and_stop();
   draining_ = false;
   closed_ = true;

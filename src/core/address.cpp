@@ -1,4 +1,5 @@
-// Address parsing and printing (tcp://host:port, unix:///path, unix://@name).
+// Address parsing and printing (tcp://host:port, unix:///path, unix://@name, and shm:// with
+// the unix forms: a shared-memory connection is set up over a Unix socket there).
 #include "wcomm/address.h"
 
 #include <charconv>
@@ -10,7 +11,7 @@ namespace {
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
   throw InvalidArgumentError("bad address '" + std::string(text) + "': " + why +
-                             " (expected tcp://host:port, unix:///path or unix://@name)");
+                             " (expected tcp://host:port, unix:///path, unix://@name, shm:///path or shm://@name)");
 }
 
 // Longest path a sockaddr_un holds, less its terminating nul.
@@ -57,14 +58,14 @@ Address Address::parse(std::string_view text, bool allow_port_zero) {
     if (value == 0 && !allow_port_zero) bad(text, "port 0 is only for a listener asking for any free port");
     a.host = std::string(host);
     a.port = static_cast<std::uint16_t>(value);
-  } else if (a.scheme == "unix") {
+  } else if (a.scheme == "unix" || a.scheme == "shm") {
     if (!rest.empty() && rest.front() == '@') {
       a.abstract = true;
       a.path = std::string(rest.substr(1));
       if (a.path.empty()) bad(text, "empty abstract socket name");
       if (a.path.size() + 1 > kMaxUnixPath) bad(text, "abstract name longer than 106 bytes");
     } else {
-      if (rest.empty() || rest.front() != '/') bad(text, "a unix path must be absolute (unix:///path)");
+      if (rest.empty() || rest.front() != '/') bad(text, "a " + a.scheme + " path must be absolute (" + a.scheme + ":///path)");
       a.path = std::string(rest);
       if (a.path.size() > kMaxUnixPath) bad(text, "socket path longer than 107 bytes");
     }
@@ -76,7 +77,7 @@ Address Address::parse(std::string_view text, bool allow_port_zero) {
 }
 
 std::string Address::to_string() const {
-  if (scheme == "unix") return "unix://" + (abstract ? "@" + path : path);
+  if (scheme == "unix" || scheme == "shm") return scheme + "://" + (abstract ? "@" + path : path);
   const bool v6 = host.find(':') != std::string::npos;
   return scheme + "://" + (v6 ? "[" + host + "]" : host) + ":" + std::to_string(port);
 }

@@ -12,8 +12,9 @@ using Packer = codec_detail::Packer;
 
 std::vector<std::uint8_t> encode_control(FrameKind kind, const Control& control) {
   bool handshake = kind == FrameKind::kHello || kind == FrameKind::kHelloAck;
-  if (!handshake && kind != FrameKind::kClose && kind != FrameKind::kHeartbeat && kind != FrameKind::kAck)
-    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK, CLOSE, HEARTBEAT or ACK, not kind " +
+  if (!handshake && kind != FrameKind::kClose && kind != FrameKind::kHeartbeat && kind != FrameKind::kAck &&
+      kind != FrameKind::kAuth)
+    throw InvalidArgumentError("encode_control takes HELLO, HELLO_ACK, CLOSE, HEARTBEAT, ACK or AUTH, not kind " +
                                std::to_string(static_cast<int>(kind)));
   if (handshake && control.node_id.empty()) throw InvalidArgumentError("a handshake frame needs a node_id");
   if (handshake && !codec_detail::is_connection_id(control.connection_id))
@@ -64,7 +65,7 @@ Result<Control> decode_control(const FrameHeader& header, std::span<const std::u
   return codec_detail::run_guarded([&]() -> Result<Control> {
     bool handshake = header.kind == FrameKind::kHello || header.kind == FrameKind::kHelloAck;
     if (!handshake && header.kind != FrameKind::kClose && header.kind != FrameKind::kHeartbeat &&
-        header.kind != FrameKind::kAck)
+        header.kind != FrameKind::kAck && header.kind != FrameKind::kAuth)
       fail(ErrorCode::kProtocol, "decode_control called on a DATA frame");
     if (header.segment_count != 0 || header.payload_size != 0)
       fail(ErrorCode::kProtocol, "a control frame carries no segments, but this one declares " +

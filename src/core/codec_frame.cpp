@@ -70,7 +70,7 @@ Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommC
     FrameHeader h;
     std::uint8_t kind = in[6];
     switch (kind) {
-      case 1: case 2: case 3: case 16: case 32: case 33: h.kind = static_cast<FrameKind>(kind); break;
+      case 1: case 2: case 3: case 16: case 32: case 33: case 34: h.kind = static_cast<FrameKind>(kind); break;
       default: fail(ErrorCode::kProtocol, "unknown frame kind " + std::to_string(kind));
     }
     if (in[7] != 0 && !(in[7] == kFlagAckRequested && h.kind == FrameKind::kData))

@@ -64,6 +64,8 @@ constexpr std::uint64_t kMaxSegments = 1ull << 20;
 constexpr std::uint64_t kMaxContainerDepth = 4096;
 constexpr std::uint64_t kMaxBusyPollUs = 1'000'000;
 
+bool is_transport_choice(const std::string& t) { return t == "auto" || t == "shm" || t == "unix" || t == "tcp"; }
+
 // The first unacceptable field of a CommConfig: its name and what is wrong with its value.
 struct ConfigProblem {
   std::string field;
@@ -165,6 +167,14 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!std::isfinite(c.handshake_timeout_s) || c.handshake_timeout_s <= 0)
     return ConfigProblem{"handshake_timeout_s", "must be a finite number of seconds > 0, got " +
                                                     format_double(c.handshake_timeout_s)};
+  if ((p = check_range("max_pending_handshakes", c.max_pending_handshakes, 1, 1'000'000,
+                       "between 1 and 1000000")))
+    return p;
+  if (!c.cluster_key.empty() && c.cluster_key.size() < 16)
+    return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
+                                            std::to_string(c.cluster_key.size())};
+  if (!is_transport_choice(c.transport))
+    return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, got '" + c.transport + "'"};
   if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
     return ConfigProblem{"reconnect_backoff_max_s", "must be at most 3600 seconds, got " +
                                                         format_double(c.reconnect_backoff_max_s)};
@@ -377,7 +387,8 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
                std::string* bind_host) {
   static const std::vector<std::string_view> local_keys = {"node_id", "host", "port", "address", "addresses",
                                                            "bind_host"};
-  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port", "address", "addresses"};
+  static const std::vector<std::string_view> peer_keys = {"node_id", "host", "port", "address", "addresses",
+                                                          "transport"};
   Peer peer;
   bool has_id = false, has_host = false, has_port = false, has_address = false;
   auto add_address = [&](const YAML::Node& value, const std::string& field) {
@@ -412,6 +423,10 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
       has_address = true;
     } else if (key == "bind_host") {
       *bind_host = r.string(value, field);
+    } else if (key == "transport") {
+      peer.transport = r.string(value, field);
+      if (!is_transport_choice(peer.transport))
+        r.fail_at(field, "expected one of auto, shm, unix, tcp, got '" + peer.transport + "'", value);
     }
   }
   if (!has_id) r.fail_at(path, "missing required key 'node_id'", node);
@@ -449,9 +464,25 @@ const std::vector<std::string_view>& comm_keys() {
       "max_peer_unreceived_bytes", "connect_timeout_s",           "allow_unsafe_pickle",
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
-      "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s"};
+      "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
+      "transport",                "cluster_key_file",             "max_pending_handshakes"};
   return keys;
 }
+
+}  // namespace
+
+std::string read_cluster_key_file(const std::string& path) {
+  std::ifstream in(path, std::ios::binary);
+  if (!in) throw InvalidArgumentError("cannot read the cluster key file '" + path + "'");
+  std::string key((std::istreambuf_iterator<char>(in)), std::istreambuf_iterator<char>());
+  while (!key.empty() && (key.back() == '\n' || key.back() == '\r')) key.pop_back();  // a text key's newline
+  if (key.size() < 16)
+    throw InvalidArgumentError("the cluster key in '" + path + "' is " + std::to_string(key.size()) +
+                               " bytes; it must be at least 16 (e.g. head -c 32 /dev/urandom | base64 > key)");
+  return key;
+}
+
+namespace {
 
 // Reads comm:, remembering where each field was so a validate() failure can point at it.
 CommConfig read_comm(const Reader& r, const YAML::Node& node,
@@ -474,6 +505,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "max_peer_unreceived_messages") integer_field = &c.max_peer_unreceived_messages;
     else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
     else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
+    else if (key == "max_pending_handshakes") integer_field = &c.max_pending_handshakes;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
@@ -487,6 +519,15 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       c.reconnect_backoff_initial_s = r.number(value, field);
     } else if (key == "reconnect_backoff_max_s") {
       c.reconnect_backoff_max_s = r.number(value, field);
+    } else if (key == "transport") {
+      c.transport = r.string(value, field);
+    } else if (key == "cluster_key_file") {
+      const std::string path = r.string(value, field);
+      try {
+        c.cluster_key = read_cluster_key_file(path);
+      } catch (const InvalidArgumentError& e) {
+        r.fail_at(field, e.what(), value);
+      }
     } else if (key == "egress_quantum_bytes" || key == "egress_burst_bytes" ||
                key == "egress_rate_bytes_per_second") {
       // V0.1's egress keys: null (or an empty value) is their default; a value must be a

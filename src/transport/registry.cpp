@@ -6,9 +6,10 @@ namespace wcomm::transport {
 
 const Transport& tcp_transport();   // tcp/
 const Transport& unix_transport();  // unix/
+const Transport& shm_transport();   // shm/
 
 const Transport* find_transport(std::string_view scheme) {
-  for (const Transport* t : {&tcp_transport(), &unix_transport()})
+  for (const Transport* t : {&tcp_transport(), &unix_transport(), &shm_transport()})
     if (t->scheme() == scheme) return t;
   return nullptr;
 }

@@ -15,6 +15,26 @@
 
 namespace wcomm::transport {
 
+// A failure that repeats (accepting at the descriptor limit) is logged at most every 10 s,
+// with how many times it happened since.
+class ThrottledWarning {
+ public:
+  void warn(const std::string& text) {
+    ++count_;
+    const auto now = std::chrono::steady_clock::now();
+    if (logged_ && now - last_ < std::chrono::seconds(10)) return;
+    spdlog::warn("{} ({} time{} in the last 10 s)", text, count_, count_ == 1 ? "" : "s");
+    logged_ = true;
+    last_ = now;
+    count_ = 0;
+  }
+
+ private:
+  bool logged_ = false;
+  std::chrono::steady_clock::time_point last_{};
+  std::uint64_t count_ = 0;
+};
+
 template <class Protocol>
 class SocketListener : public Listener {
  public:
@@ -48,7 +68,8 @@ class SocketListener : public Listener {
       }
       // Out of descriptors or memory: accepting again at once fails again at once (a spinning
       // loop). Back off a little; connecting peers wait in the backlog meanwhile.
-      spdlog::warn("wcomm: accepting on {} failed: {}; retrying in 100 ms", address_.to_string(), ec.message());
+      accept_failures_.warn("wcomm: accepting on " + address_.to_string() + " failed: " + ec.message() +
+                            "; retrying every 100 ms");
       handler_(ec, nullptr);
       retry_.expires_after(std::chrono::milliseconds(100));
       retry_.async_wait([this](std::error_code ec) {
@@ -62,6 +83,7 @@ class SocketListener : public Listener {
   Wrap wrap_;
   AcceptHandler handler_;
   asio::steady_timer retry_;
+  ThrottledWarning accept_failures_;
 };
 
 }  // namespace wcomm::transport

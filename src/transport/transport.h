@@ -68,6 +68,9 @@ class Connection {
   // Loop: ends the stream, cancels outstanding operations (operation_aborted), releases all.
   virtual void close() = 0;
   virtual std::string describe() const = 0;  // "tcp 127.0.0.1:40000 <-> 127.0.0.1:9000"
+  // How this side's large payloads travel, for stats and logs: "stream" (a socket), or for
+  // shm "cma" (read by the peer straight from our memory) or "ring" (copied through the ring).
+  virtual std::string_view payload_path() const { return "stream"; }
 };
 
 using AcceptHandler = std::function<void(std::error_code, std::unique_ptr<Connection>)>;

@@ -159,19 +159,21 @@ TEST(Group, RepeatedLargeAllreducesStayExact) {
 namespace wcomm::test {
 namespace {
 
-// Ranks on one host dial each other at a Unix socket first (TCP behind it), unless
-// WCOMM_SAME_HOST=tcp.
-TEST(Group, SameHostRanksUseUnixSockets) {
-  if (const char* mode = std::getenv("WCOMM_SAME_HOST"); mode && std::string(mode) == "tcp") GTEST_SKIP();
-  run_world(2, [](Group& g) {
-    const Peer& other = g.comm()->peer(g.rank() == 0 ? "rank-1" : "rank-0");
-    std::vector<Address> endpoints = other.endpoints();
-    ASSERT_EQ(endpoints.size(), 2u) << other.endpoints_text();
-    EXPECT_EQ(endpoints[0].scheme, "unix") << other.endpoints_text();
-    EXPECT_EQ(endpoints[1].scheme, "tcp") << other.endpoints_text();
+// Ranks on one host reach each other through Comm's same-host transport (shared memory with
+// the default `auto`), or, with WCOMM_SAME_HOST=unix, at the rendezvous' Unix sockets.
+TEST(Group, SameHostRanksSkipTcp) {
+  const char* mode = std::getenv("WCOMM_SAME_HOST");
+  const bool unix_mode = mode && std::string(mode) == "unix";
+  run_world(2, [&](Group& g) {
     std::vector<float> x(100000, 1.0f);
     g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {100000}));
     EXPECT_EQ(x[99999], 2.0f);
+    const std::string other = g.rank() == 0 ? "rank-1" : "rank-0";
+    if (unix_mode) {
+      EXPECT_EQ(g.comm()->peer(other).endpoints().at(0).scheme, "unix");
+    } else {
+      EXPECT_EQ(g.comm()->stats().peers.at(other).transport, "shm");
+    }
   });
 }
 

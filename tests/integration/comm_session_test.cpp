@@ -164,7 +164,8 @@ TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
   // For V0.1 peers, which send no heartbeats, TCP keepalive is what finds a dead peer.
   CommConfig with;
   with.heartbeat_interval_s = 1;
-  CommConfig without;
+  with.transport = "tcp";  // not shared memory, as these two nodes on one host would use
+  CommConfig without = with;
   without.heartbeat_interval_s = 0;
   auto on = make_pair(with, with);
   wait_value(on.a->send(Value(1), on.a->peer("node-b")));

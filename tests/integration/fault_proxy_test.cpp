@@ -95,6 +95,23 @@ TEST(FaultProxy, ABandwidthCapBoundsTheTimeOfA4MiBSend) {
   EXPECT_GE(p.proxy->counters().bytes_to_target, kSize);
 }
 
+TEST(FaultProxy, ARecvIntoPostedWhileItsMessageIsBeingReadGetsTheBytes) {
+  // The message's storage is chosen when its manifest arrives; a recv_into posted after that,
+  // while the payload still trickles in, must still receive the bytes into its tensor.
+  auto p = make_proxied();
+  warm_up(p);
+  constexpr std::int64_t kSize = 2 << 20;
+  p.proxy->set_bandwidth(Direction::kToTarget, 4u << 20);  // half a second
+  Tensor sent = Tensor::empty(DType::kUInt8, {kSize});
+  for (std::int64_t i = 0; i < kSize; ++i) sent.data()[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  auto sending = p.a->send(Value(sent), p.b_seen_by_a());
+  while (p.proxy->counters().bytes_to_target < (256u << 10)) std::this_thread::sleep_for(1ms);  // bounded by the send
+  Tensor into = Tensor::zeros(DType::kUInt8, {kSize});
+  auto got = wait_value(p.b->recv_into(p.a_seen_by_b(), {into}), 20s);
+  wait_value(std::move(sending), 20s);
+  EXPECT_EQ(std::memcmp(into.data(), sent.data(), kSize), 0) << "recv_into completed without the bytes";
+}
+
 TEST(FaultProxy, AResetFailsPendingRecvsAndTheNextSendReconnects) {
   auto p = make_proxied();
   warm_up(p);

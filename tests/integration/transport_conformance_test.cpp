@@ -12,6 +12,8 @@
 #include <thread>
 
 #include "comm_fixture.h"
+#include "transport/thread_waker.h"
+#include "transport/transport.h"
 #include "wcomm/codec.h"
 
 namespace wcomm::testing {
@@ -28,6 +30,48 @@ const TransportCase kTransports[] = {
     {"unix", [](const std::string& dir, const std::string& node) { return Address::parse("unix://" + dir + "/" + node); }},
     {"unix_abstract",
      [](const std::string& dir, const std::string& node) { return Address::parse("unix://@" + dir + "/" + node); }},
+    {"shm", [](const std::string& dir, const std::string& node) { return Address::parse("shm://@" + dir + "/" + node); }},
+};
+
+// A raw byte stream over wcomm's own transport seam, for transports whose bytes do not go
+// through a socket (shm): what a misbehaving peer could write into the rings.
+class SeamStream {
+ public:
+  explicit SeamStream(const Address& address) {
+    transport::dial(io_, address, transport::Clock::now() + 5s, {},
+                    [this](std::error_code, std::unique_ptr<transport::Connection> c) { connection_ = std::move(c); });
+    io_.run();
+  }
+  ~SeamStream() {
+    if (connection_) connection_->close();
+  }
+  bool connected() const { return connection_ != nullptr; }
+  void write(const std::vector<std::uint8_t>& bytes) {
+    std::size_t done = 0;
+    for (int i = 0; i < 5000 && done < bytes.size(); ++i) {
+      std::error_code ec;
+      done += connection_->try_write({asio::buffer(bytes.data() + done, bytes.size() - done)}, ec);
+      if (ec) return;
+      if (done < bytes.size()) std::this_thread::sleep_for(1ms);  // the ring is full: a bounded retry
+    }
+  }
+  // Reads what has arrived; true once the stream ended or failed (within 5 s).
+  bool closed_by_peer() {
+    const auto deadline = transport::Clock::now() + 5s;
+    while (transport::Clock::now() < deadline) {
+      std::uint8_t buffer[4096];
+      std::error_code ec;
+      const std::size_t got = connection_->try_read({asio::buffer(buffer)}, 0, ec);
+      if (ec) return true;
+      if (got) return false;
+      connection_->wait_readable(deadline, transport::this_thread_waker());
+    }
+    return false;
+  }
+
+ private:
+  asio::io_context io_;
+  std::unique_ptr<transport::Connection> connection_;
 };
 
 // A blocking raw client for any address, for hand-made frames.
@@ -36,6 +80,10 @@ class RawStream {
   explicit RawStream(const Address& address) {
     if (address.scheme == "tcp") {
       client_ = std::make_unique<RawClient>(address.port);
+      return;
+    }
+    if (address.scheme == "shm") {
+      seam_ = std::make_unique<SeamStream>(address);
       return;
     }
     fd_ = ::socket(AF_UNIX, SOCK_STREAM, 0);
@@ -52,9 +100,10 @@ class RawStream {
   ~RawStream() {
     if (fd_ >= 0) ::close(fd_);
   }
-  bool connected() const { return client_ ? client_->connected() : connected_; }
+  bool connected() const { return client_ ? client_->connected() : seam_ ? seam_->connected() : connected_; }
   void write(const std::vector<std::uint8_t>& bytes) {
     if (client_) return client_->write(bytes);
+    if (seam_) return seam_->write(bytes);
     (void)::send(fd_, bytes.data(), bytes.size(), MSG_NOSIGNAL);
   }
   // Reads (and drops) what the peer sends until it closes; false if it stays open (5 s).
@@ -65,6 +114,7 @@ class RawStream {
   }
   bool closed_by_peer() {
     if (client_) return client_->closed_by_peer();
+    if (seam_) return seam_->closed_by_peer();
     std::uint8_t byte;
     ssize_t r = ::recv(fd_, &byte, 1, 0);
     return r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK);
@@ -72,6 +122,7 @@ class RawStream {
 
  private:
   std::unique_ptr<RawClient> client_;
+  std::unique_ptr<SeamStream> seam_;
   int fd_ = -1;
   bool connected_ = false;
 };

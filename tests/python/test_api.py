@@ -174,10 +174,14 @@ def test_type_stubs_describe_the_extension():
     import ast
     stub_path = os.path.join(os.path.dirname(wireless_comm.__file__), "_core.pyi")
     tree = ast.parse(open(stub_path).read())
-    comm = next(n for n in tree.body if isinstance(n, ast.ClassDef) and n.name == "Comm")
-    stubbed = {f.name for f in comm.body if isinstance(f, ast.FunctionDef)} - {"__init__"}
-    assert stubbed == {n for n in dir(_core.Comm) if not n.startswith("_")}
+    classes = {n.name: n for n in tree.body if isinstance(n, ast.ClassDef) and hasattr(_core, n.name)}
+    assert {"Comm", "MeshCommunicator"} <= set(classes)
+    assert set(classes) == {n for n in dir(_core) if isinstance(getattr(_core, n), type) and not n.startswith("_")
+                            and not issubclass(getattr(_core, n), BaseException)}
+    for name, cls in classes.items():  # every method (and attribute) of each extension class, stubbed
+        stubbed = {f.name for f in cls.body if isinstance(f, ast.FunctionDef)} - {"__init__"}
+        stubbed |= {t.target.id for t in cls.body if isinstance(t, ast.AnnAssign)}
+        assert stubbed == {n for n in dir(getattr(_core, name)) if not n.startswith("_")}, name
     functions = {n.name for n in tree.body if isinstance(n, ast.FunctionDef)}
-    classes = {n.name for n in tree.body if isinstance(n, ast.ClassDef)}
-    assert functions | classes == {n for n in dir(_core) if not n.startswith("_") and callable(getattr(_core, n))}
+    assert functions == {n for n in dir(_core) if not n.startswith("_") and callable(getattr(_core, n))} - set(classes)
     assert os.path.exists(os.path.join(os.path.dirname(wireless_comm.__file__), "py.typed"))

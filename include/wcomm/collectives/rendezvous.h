@@ -28,11 +28,11 @@ struct RendezvousSpec {
   std::string bind_host = {};
   std::string advertise_host = {};
   std::chrono::duration<double> timeout = std::chrono::seconds(120);  // the whole rendezvous
-  // Ranks that rank 0 finds on one host (same boot id and network namespace) also listen on,
-  // and dial each other first at, a Unix socket (unix://@wcomm-<nonce>-<rank>): the same bytes
-  // without TCP/IP (TCP stays as the fallback). Rendezvous through rank 0 only;
-  // WCOMM_SAME_HOST=tcp turns it off.
-  bool same_host_unix = true;
+  // Off by default: Comm's own `auto` transport already reaches a peer on the same host
+  // through shared memory. When set (or WCOMM_SAME_HOST=unix), ranks that rank 0 finds on one
+  // host (same boot id and network namespace) also listen on, and dial each other first at, an
+  // abstract Unix socket (unix://@wcomm-<nonce>-<rank>), TCP behind it.
+  bool same_host_unix = false;
   CommConfig comm = {};
   std::string source = "explicit";  // where the spec came from ("torchrun", "slurm", "openmpi")
 

@@ -1,0 +1,92 @@
+#!/usr/bin/env bash
+# Same-host transports, each figure beside its reference measured in the same run (issue
+# "Same-host peers at memory speed"): 64 MiB one-way goodput over shm (cross-memory attach, and
+# the ring with WCOMM_SHM_CMA=0) vs a one-thread memcpy and vs tcp; 64 B round trip over shm vs
+# tcp without busy polling, and over shm with busy polling vs ucx_perftest tag_lat over UCX
+# shared memory (UCX_TLS=posix,self; it reports half a round trip, doubled here); unix vs tcp
+# goodput at 1 KiB .. 64 MiB; peak RSS of a 200 MiB receive over shm. Prints a markdown table.
+# Usage: bench/run_shm_bench.sh [build-dir]. Environment: REPEAT (turns, default 3),
+# ROUNDS (ping-pong rounds per turn, default 5000).
+set -euo pipefail
+
+here="$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)"
+root="$(dirname "$here")"
+build="$(cd "${1:-$root/build}" && pwd)"
+repeat="${REPEAT:-3}"
+rounds="${ROUNDS:-5000}"
+python=/usr/bin/python3
+for b in memcpy_bw api_goodput api_pingpong recv_rss; do
+  [ -x "$build/bench/$b" ] || { echo "run_shm_bench: build $b first (cmake --build $build --target $b)" >&2; exit 1; }
+done
+command -v ucx_perftest >/dev/null || { echo "run_shm_bench: ucx_perftest is missing (ucx-utils)" >&2; exit 1; }
+
+work="$(mktemp -d /tmp/wcomm-shm-bench.XXXXXX)"
+trap 'rm -rf "$work"; kill $(jobs -p) 2>/dev/null || true' EXIT
+say() { echo "run_shm_bench: $*" >&2; }
+# The median of key over a file's JSON lines (other lines, such as log lines, are skipped).
+median() { "$python" -c 'import json,sys,statistics; k=sys.argv[2]; print(statistics.median(json.loads(l)[k] for l in open(sys.argv[1]) if l.startswith("{")))' "$1" "$2"; }
+
+say "64 MiB goodput: memcpy, shm (cma), shm (ring), tcp, unix; $repeat turns"
+for _ in $(seq "$repeat"); do
+  "$build/bench/memcpy_bw" >>"$work/memcpy.jsonl"
+  "$build/bench/api_goodput" 67108864 16 shm >>"$work/g_shm.jsonl"
+  WCOMM_SHM_CMA=0 "$build/bench/api_goodput" 67108864 16 shm >>"$work/g_ring.jsonl"
+  "$build/bench/api_goodput" 67108864 16 tcp >>"$work/g_tcp.jsonl"
+done
+
+say "64 B round trip: shm and tcp without busy polling, shm with 200 us of it, ucx tag_lat; $repeat turns"
+ucx_port=$((20000 + RANDOM % 30000))
+for turn in $(seq "$repeat"); do
+  "$build/bench/api_pingpong" "$rounds" 64 0 shm >>"$work/rtt_shm.jsonl"
+  "$build/bench/api_pingpong" "$rounds" 64 0 tcp >>"$work/rtt_tcp.jsonl"
+  "$build/bench/api_pingpong" "$rounds" 64 200 shm >>"$work/rtt_shm_busy.jsonl"
+  UCX_TLS=posix,self ucx_perftest -p "$ucx_port" >/dev/null 2>&1 &
+  for _ in $(seq 50); do  # the server needs a moment to listen
+    if UCX_TLS=posix,self ucx_perftest 127.0.0.1 -p "$ucx_port" -t tag_lat -s 64 -n "$rounds" >"$work/ucx.$turn.txt" 2>/dev/null; then break; fi
+    sleep 0.1
+  done
+  wait || true
+  # "Final: iterations p50 average overall ...": the p50 of half a round trip, in us.
+  "$python" -c 'import sys,json; f=[l.split() for l in open(sys.argv[1]) if l.startswith("Final:")][0]; print(json.dumps({"p50_us": 2*float(f[2])}))' \
+    "$work/ucx.$turn.txt" >>"$work/rtt_ucx.jsonl"
+  ucx_port=$((ucx_port + 1))
+done
+
+say "unix vs tcp goodput by size"
+for spec in "1024 20000" "65536 4000" "1048576 400" "67108864 16"; do
+  set -- $spec
+  for _ in $(seq "$repeat"); do
+    "$build/bench/api_goodput" "$1" "$2" unix >>"$work/u_$1.jsonl"
+    "$build/bench/api_goodput" "$1" "$2" tcp >>"$work/t_$1.jsonl"
+  done
+done
+
+say "peak RSS of a 200 MiB receive over shm"
+"$build/bench/recv_rss" 200 --transport shm >"$work/rss.json"
+
+memcpy="$(median "$work/memcpy.jsonl" gb_s)"
+g_shm="$(median "$work/g_shm.jsonl" goodput_gb_s)"
+g_ring="$(median "$work/g_ring.jsonl" goodput_gb_s)"
+g_tcp="$(median "$work/g_tcp.jsonl" goodput_gb_s)"
+r_shm="$(median "$work/rtt_shm.jsonl" p50_us)"
+r_tcp="$(median "$work/rtt_tcp.jsonl" p50_us)"
+r_busy="$(median "$work/rtt_shm_busy.jsonl" p50_us)"
+r_ucx="$(median "$work/rtt_ucx.jsonl" p50_us)"
+"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" <<'PY'
+import json, statistics, sys
+work = sys.argv[1]
+memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx = map(float, sys.argv[2:])
+print("| figure | wcomm | reference (same run) | ratio | target |")
+print("|---|---|---|---|---|")
+print(f"| 64 MiB goodput, shm (cross-memory attach) | {g_shm:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_shm/memcpy:.2f}x | >= 0.8x |")
+print(f"| 64 MiB goodput, shm vs tcp | {g_shm:.2f} GB/s | tcp {g_tcp:.2f} GB/s | {g_shm/g_tcp:.2f}x | >= 3x |")
+print(f"| 64 MiB goodput, shm ring (WCOMM_SHM_CMA=0) | {g_ring:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_ring/memcpy:.2f}x | (fallback) |")
+print(f"| 64 B round trip p50, no busy polling | shm {r_shm:.1f} us | tcp {r_tcp:.1f} us | {r_shm/r_tcp:.2f}x | <= 0.3x |")
+print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.1f} us | ucx tag_lat posix,self {r_ucx:.1f} us | {r_busy/r_ucx:.2f}x | <= 2x |")
+for size in (1024, 65536, 1048576, 67108864):
+    u = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/u_{size}.jsonl") if l.startswith("{"))
+    t = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/t_{size}.jsonl") if l.startswith("{"))
+    print(f"| goodput {size} B, unix vs tcp | {u:.3f} GB/s | tcp {t:.3f} GB/s | {u/t:.2f}x | >= 1.0x |")
+rss = json.load(open(f"{work}/rss.json"))
+print(f"| peak RSS growth, 200 MiB receive over shm | {rss['delta_kib']/1024:.0f} MiB | 200 MiB | {rss['delta_over_payload']:.2f}x | <= 1.1x |")
+PY

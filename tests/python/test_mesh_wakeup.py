@@ -1,0 +1,87 @@
+"""The same call sites on every backend: an EventWakeup set from another thread ends
+poll_for_messages early (False, event drained); poll / get_all_new_messages see messages;
+try_send_bytes says False at the high-water mark."""
+import concurrent.futures
+import threading
+import time
+
+import pytest
+
+from mesh_util import BACKENDS, protocol_for
+from wireless_comm.mesh import (CommProtocol, EventWakeup, NativeZMQCommunicator, OutboxCommunicator,
+                                WcommCommunicator, ZMQCommunicator)
+
+
+def make(backend, tmp_path, me, push, hwm=None):
+    prefix = str(tmp_path / "ipc") + "/"
+    protocol = CommProtocol(protocol_for(backend))
+    if backend == "pyzmq":
+        return ZMQCommunicator(me, push, protocol, prefix)
+    kwargs = {"sndhwm": hwm, "rcvhwm": hwm} if hwm else {}
+    cls = NativeZMQCommunicator if backend == "native" else WcommCommunicator
+    return cls(me, push, protocol, prefix, **kwargs)
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_event_wakeup_ends_poll_early(tmp_path, backend):
+    c = make(backend, tmp_path, "worker_0", [])
+    event = EventWakeup()
+    c.register_event_for_poll(event)
+    setter = threading.Timer(0.05, event.set)  # before or during the poll: it must end either way
+    setter.start()
+    started = time.monotonic()
+    assert c.poll_for_messages(timeout_ms=20000) is False
+    assert time.monotonic() - started < 10
+    setter.join()
+    # drained by the poll: nothing left to read
+    import os
+    with pytest.raises(BlockingIOError):
+        os.eventfd_read(event.fd)
+    # a future's completion wakes wait_for_work the same way
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        event.register_future(pool.submit(time.sleep, 0.05))
+        started = time.monotonic()
+        c.wait_for_work(timeout_ms=20000)
+        assert time.monotonic() - started < 10
+    c.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_poll_then_get(tmp_path, backend):
+    a = make(backend, tmp_path, "worker_0", ["worker_1"])
+    b = make(backend, tmp_path, "worker_1", ["worker_0"])
+    assert b.poll_for_messages(timeout_ms=0) is False
+    a.send("worker_1", {"n": 1})
+    a.send("worker_1", ("two", 2))
+    assert b.poll_for_messages(timeout_ms=10000) is True
+    got = []
+    while len(got) < 2:
+        got += b.get_all_new_messages(blocking=True, timeout_s=10)
+    assert got == [{"n": 1}, ("two", 2)]
+    assert b.get_all_new_messages() == []
+    a.close()
+    b.close()
+
+
+@pytest.mark.parametrize("backend", ["native", "wcomm"])
+def test_outbox_queues_at_the_high_water_mark_and_drains_in_order(tmp_path, backend):
+    a = make(backend, tmp_path, "worker_0", ["worker_1"], hwm=1)
+    taken = 0
+    while taken < 100 and a.try_send_bytes("worker_1", a.codec.encode({"pre": taken})):
+        taken += 1
+    assert taken < 100  # nobody reads worker_1 yet
+    outbox = OutboxCommunicator(a, warn_backlog=3)
+    outbox.send_each(["worker_1"] * 5, {"same": True})
+    for i in range(5):
+        outbox.send("worker_1", {"i": i})
+    assert outbox.backlog("worker_1") == 10 and outbox.flush() is True
+    b = make(backend, tmp_path, "worker_1", ["worker_0"])
+    got = []
+    deadline = time.monotonic() + 20
+    while len(got) < taken + 10 and time.monotonic() < deadline:
+        outbox.flush()
+        got += b.get_all_new_messages(blocking=True, timeout_s=0.05)
+    assert got == [{"pre": i} for i in range(taken)] + [{"same": True}] * 5 + [{"i": i} for i in range(5)]
+    assert outbox.flush() is False
+    a.close()
+    b.close()
