@@ -40,6 +40,9 @@ void rank_main(int rank, int world, std::uint16_t port, int rounds, const std::v
   spec.master_addr = "127.0.0.1";
   spec.master_port = port;
   spec.bind_host = "127.0.0.1";
+  // WCOMM_BENCH_TRANSPORT=tcp measures over TCP like gloo; default: Comm's auto (shared memory
+  // between ranks on one host).
+  if (const char* t = std::getenv("WCOMM_BENCH_TRANSPORT")) spec.comm.transport = t;
   GroupOptions options;
   if (const char* seg = std::getenv("WCOMM_SEGMENT_BYTES")) options.segment_bytes = std::stoull(seg);  // tuning
   if (const char* small = std::getenv("WCOMM_SMALL_ALLREDUCE_BYTES")) options.small_allreduce_bytes = std::stoull(small);
@@ -57,8 +60,9 @@ void rank_main(int rank, int world, std::uint16_t port, int rounds, const std::v
       ms.push_back(std::chrono::duration<double, std::milli>(Clock::now() - s).count());
     }
     if (rank == 0)
-      std::printf("wcomm allreduce world=%d bytes=%zu algorithm=%s p50_ms=%.2f\n", world, bytes,
-                  std::string(algorithm_name(g->allreduce_algorithm(bytes))).c_str(), p50(ms));
+      std::printf("wcomm allreduce world=%d bytes=%zu algorithm=%s transport=%s p50_ms=%.2f\n", world, bytes,
+                  std::string(algorithm_name(g->allreduce_algorithm(bytes))).c_str(),
+                  g->comm()->stats().peers.at("rank-1").transport.c_str(), p50(ms));
   }
   std::vector<double> us;
   for (int r = 0; r < 20 * rounds; ++r) {

@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """wcomm's Group against torch.distributed's gloo backend over TCP, in the same run, 4 ranks on
 this host: allreduce (sum, float32) of 1 MiB and 64 MiB and barrier, each measured the same way
-(wcomm twice: over TCP like gloo, then with its same-host Unix sockets)
+(wcomm twice: over TCP like gloo, then with Comm's default auto transport: shm on one host)
 (a barrier, then one timed call; p50 over the rounds on rank 0), then the reduction kernel
 against a one-thread memcpy (collectives_allreduce prints it).
 
@@ -69,10 +69,12 @@ def main():
     mp.spawn(gloo_rank, args=(args.ranks, free_port(), args.rounds), nprocs=args.ranks)
     exe = os.path.join(args.build, "bench", "collectives_allreduce")
     sizes = ",".join(str(s) for s in SIZES)
-    # wcomm over TCP (as gloo), then with same-host ranks on Unix sockets (the default).
-    print("# wcomm, WCOMM_SAME_HOST=tcp", flush=True)
-    subprocess.run([exe, str(args.ranks), str(args.rounds), sizes], check=True, env=dict(os.environ, WCOMM_SAME_HOST="tcp"))
-    print("# wcomm, same-host Unix sockets (default)", flush=True)
+    # wcomm over TCP (as gloo), then with Comm's default `auto` transport (shared memory
+    # between ranks on one host).
+    print("# wcomm, transport tcp", flush=True)
+    subprocess.run([exe, str(args.ranks), str(args.rounds), sizes], check=True,
+                   env=dict(os.environ, WCOMM_BENCH_TRANSPORT="tcp"))
+    print("# wcomm, transport auto (shm on one host)", flush=True)
     subprocess.run([exe, str(args.ranks), str(args.rounds), sizes], check=True)
     mp.spawn(gloo_rank, args=(args.ranks, free_port(), args.rounds), nprocs=args.ranks)  # again: drift check
 
