@@ -12,6 +12,7 @@ packages=(
   python3-zmq python3-msgpack python3-yaml python3-pip python3-setuptools
   libzmq3-dev cppzmq-dev
   iperf3 iproute2 iputils-ping procps
+  openmpi-bin
 )
 
 missing=()

@@ -6,6 +6,7 @@
 #include "config_bridge.h"
 #include "core_comm.h"
 #include "errors_bridge.h"
+#include "group_bridge.h"
 #include "mesh_bridge.h"
 #include "to_value.h"
 #include "xfer_bridge.h"
@@ -17,6 +18,7 @@ using namespace wcomm::python;
 PYBIND11_MODULE(_core, m) {
   m.doc() = "wcomm's C++ Comm for the wireless_comm package (private API)";
   register_error_translator();
+  register_group(m);
   register_xfer(m);  // wireless_comm.xfer
   register_mesh(m);  // _core.MeshCommunicator (wireless_comm.mesh)
 

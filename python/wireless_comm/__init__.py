@@ -27,11 +27,13 @@ from .errors import (
 )
 from .config import CommConfig, CommOptions, Peer, RuntimeConfig, load_runtime_config
 from .comm import Comm, Metadata, Object, PeerEvent, ReceivedMessage, SendResult, TypeRegistry
+from .group import CollectiveError, Group
 
 __version__ = "0.2.0"
 
 __all__ = [
     "BackpressureError",
+    "CollectiveError",
     "Comm",
     "CommConfig",
     "CommError",
@@ -39,6 +41,7 @@ __all__ = [
     "ConnectionClosedError",
     "PeerRestartedError",
     "ConnectionFailedError",
+    "Group",
     "MessageTooLargeError",
     "Metadata",
     "Object",

@@ -1,0 +1,154 @@
+// Group::Call: deadline, tags, tracked operations and failure handling of one call.
+#include "collectives/call.h"
+
+#include <algorithm>
+
+namespace wcomm {
+
+Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_collective)
+    : group(g), what(std::move(w)), collective(is_collective) {
+  Seconds timeout = options.timeout.value_or(group.options_.timeout);
+  if (!(timeout.count() > 0)) throw InvalidArgumentError(what + ": the timeout must be positive");
+  deadline = timeout.count() > 1e9 ? Clock::time_point::max()
+                                   : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  {
+    std::lock_guard lock(group.fail_->mu);
+    if (group.fail_->closed) throw ClosedError(what + ": the group is closed");
+    if (group.fail_->error) {
+      const CollectiveError& e = *group.fail_->error;
+      // Another rank failed this very call before this rank got to it.
+      if (collective && group.fail_->error_seq == group.seq_) throw e;
+      throw CollectiveError(e.code(), e.rank(),
+                            what + ": the group failed in an earlier call (create a new group): " + e.what());
+    }
+  }
+  if (collective) {
+    seq = group.seq_++;
+    signature_ = Dict{{"wcomm_group", what + " #" + std::to_string(seq)}};
+  }
+}
+
+Group::Call::~Call() {
+  if (!collective) return;
+  std::lock_guard lock(group.fail_->mu);
+  group.fail_->cancel_ops.clear();
+}
+
+std::uint32_t Group::Call::tag(std::uint32_t step) const {
+  if (!collective) return kP2PTagBase | step;
+  return kCollectiveTagBase | ((seq % 2048u) << 16) | step;
+}
+
+std::optional<Seconds> Group::Call::remaining() const {
+  if (deadline == Clock::time_point::max()) return std::nullopt;
+  return std::max(Seconds(0.0), std::chrono::duration_cast<Seconds>(deadline - Clock::now()));
+}
+
+template <class T>
+void Group::Call::track(Future<T>& f) {
+  if (!collective) return;  // a send / recv by rank may run beside a collective: not its to cancel
+  bool aborted;
+  {
+    std::lock_guard lock(group.fail_->mu);
+    aborted = group.fail_->error.has_value();
+    if (!aborted) group.fail_->cancel_ops.push_back([f]() mutable { f.cancel(); });
+  }
+  if (aborted) f.cancel();
+}
+
+Future<SendResult> Group::Call::send(int rank, const Tensor& tensor, std::uint32_t step) {
+  return send_value(rank, Value(tensor), step);
+}
+
+Future<SendResult> Group::Call::send_value(int rank, Value value, std::uint32_t step) {
+  auto f = group.comm_->send(std::move(value), *group.peers_[rank], collective ? signature_ : Value(),
+                             {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+Future<Received> Group::Call::recv_into(int rank, const Tensor& into, std::uint32_t step) {
+  auto f = group.comm_->recv_into(*group.peers_[rank], {into}, {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+Future<Received> Group::Call::recv(int rank, std::uint32_t step) {
+  auto f = group.comm_->recv(*group.peers_[rank], {.tag = tag(step), .timeout = remaining()});
+  track(f);
+  return f;
+}
+
+void Group::Call::wait(Future<SendResult>& f, int rank) {
+  Result<SendResult>& r = f.wait();
+  if (!r.ok()) fail_from(r.error(), rank, "sending to");
+}
+
+void Group::Call::wait(Future<Received>& f, int rank) {
+  Result<Received>& r = f.wait();
+  if (!r.ok()) fail_from(r.error(), rank, "receiving from");
+  check_signature(r.value(), rank);
+}
+
+void Group::Call::wait_all(std::vector<Future<SendResult>>& fs, const std::vector<int>& ranks) {
+  for (std::size_t i = 0; i < fs.size(); ++i) wait(fs[i], ranks[i]);
+}
+
+std::string Group::Call::signature_problem(const Received& got, int rank) const {
+  if (!collective || got.piggypayload == signature_) return {};
+  std::string theirs = "something else";
+  if (const Dict* d = got.piggypayload.get_if<Dict>())
+    if (const Value* v = d->find("wcomm_group"); v && v->is<std::string>()) theirs = v->as<std::string>();
+  return "rank " + std::to_string(rank) + " called " + theirs + " where rank " + std::to_string(group.rank_) +
+         " called " + what + " #" + std::to_string(seq) +
+         ": every rank must make the same calls with the same sizes, dtypes, op and root";
+}
+
+void Group::Call::check_signature(const Received& got, int rank) {
+  std::string problem = signature_problem(got, rank);
+  if (!problem.empty()) fail(ErrorCode::kInvalidArgument, rank, problem);
+}
+
+void Group::Call::fail_from(const Error& error, int rank, const char* action) {
+  {
+    std::unique_lock lock(group.fail_->mu);
+    // A lost connection may be the other rank's own abort: it cancelled its send to us midway
+    // (which ends the connection) and is sending its reason on a new one. Give that reason a
+    // moment to arrive, so every rank names the rank that failed first, not the messenger.
+    if (!group.fail_->error && (error.code == ErrorCode::kConnectionClosed || error.code == ErrorCode::kPeerRestarted)) {
+      Seconds grace = std::min(Seconds(0.5), remaining().value_or(Seconds(0.5)));
+      group.fail_->aborted.wait_for(lock, grace, [&] { return group.fail_->error.has_value(); });
+    }
+    if (group.fail_->error) throw *group.fail_->error;  // an abort from another rank came first
+  }
+  if (error.code == ErrorCode::kUnsupportedPayload)
+    fail(ErrorCode::kInvalidArgument, rank,
+         "rank " + std::to_string(rank) + " sent data whose size or dtype differs from rank " +
+             std::to_string(group.rank_) + "'s " + what + " #" + std::to_string(seq) +
+             ": every rank must pass the same sizes and dtypes (" + error.message + ")");
+  std::string cause = error.code == ErrorCode::kOperationTimeout ? "timed out " : "failed ";
+  fail(error.code, rank,
+       "rank " + std::to_string(rank) + ": " + cause + std::string(action) + " it in " + what + " (rank " +
+           std::to_string(group.rank_) + "): " + error.message);
+}
+
+void Group::Call::fail(ErrorCode code, int rank, const std::string& message) {
+  if (!collective) throw CollectiveError(code, rank, message);
+  std::vector<std::function<void()>> cancels;
+  {
+    std::lock_guard lock(group.fail_->mu);
+    if (group.fail_->error) throw *group.fail_->error;
+    group.fail_->error.emplace(code, rank, message);
+    group.fail_->error_seq = seq;
+    cancels.swap(group.fail_->cancel_ops);
+  }
+  for (auto& c : cancels) c();
+  // Tell every other rank, so that none waits for its timeout (best effort, not awaited).
+  Dict abort{{"rank", rank}, {"code", static_cast<int>(code)}, {"message", message}, {"seq", seq}};
+  for (int k = 0; k < group.world_; ++k)
+    if (k != group.rank_)
+      (void)group.comm_->send(abort, *group.peers_[k], {}, {.tag = kAbortTag, .timeout = Seconds(5)});
+  throw CollectiveError(code, rank, message);
+}
+
+}  // namespace wcomm

@@ -1,0 +1,215 @@
+// Failures and bad input: a rank killed mid-allreduce or stalled makes every other rank fail
+// within the timeout, naming it; mismatched calls and bad rendezvous input give every rank a
+// clear error, never a hang. Ranks are processes (fork) where one must die, threads otherwise.
+#include <gtest/gtest.h>
+#include <poll.h>
+#include <signal.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <sstream>
+
+#include "world.h"
+
+namespace wcomm::test {
+namespace {
+
+using Clock = std::chrono::steady_clock;
+
+// What a rank's call ended with.
+struct Outcome {
+  bool failed = false;
+  int code = -1;
+  int rank = -2;
+  std::string message;
+};
+
+// Runs body on every rank (threads); collects each rank's CollectiveError / CommError.
+std::vector<Outcome> run_world_outcomes(int world, const std::function<void(Group&)>& body,
+                                        std::function<RendezvousSpec(int, std::uint16_t)> spec_of = {},
+                                        GroupOptions options = {}) {
+  std::uint16_t port = free_port();
+  std::vector<Outcome> out(world);
+  std::vector<std::thread> threads;
+  for (int r = 0; r < world; ++r)
+    threads.emplace_back([&, r] {
+      try {
+        auto group = Group::create(spec_of ? spec_of(r, port) : local_spec(r, world, port), options);
+        body(*group);
+      } catch (const CollectiveError& e) {
+        out[r] = {true, static_cast<int>(e.code()), e.rank(), e.what()};
+      } catch (const CommError& e) {
+        out[r] = {true, static_cast<int>(e.code()), -2, e.what()};
+      }
+    });
+  for (auto& t : threads) t.join();
+  return out;
+}
+
+TEST(GroupFailure, MismatchedSizesFailEveryRank) {
+  for (Algorithm a : {Algorithm::kRing, Algorithm::kRecursiveDoubling}) {
+    auto out = run_world_outcomes(4, [&](Group& g) {
+      std::vector<float> x(g.rank() == 1 ? 1000 : 1001, 1.0f);
+      g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {static_cast<std::int64_t>(x.size())}), ReduceOp::kSum,
+                  {.timeout = Seconds(20), .algorithm = a});
+    });
+    for (int r = 0; r < 4; ++r) {
+      EXPECT_TRUE(out[r].failed) << "rank " << r;
+      EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kInvalidArgument)) << "rank " << r << ": " << out[r].message;
+      EXPECT_NE(out[r].message.find("same sizes"), std::string::npos) << out[r].message;
+      EXPECT_EQ(out[r].message.find("earlier call"), std::string::npos) << out[r].message;
+    }
+  }
+}
+
+TEST(GroupFailure, MismatchedDtypesAndOpsFailEveryRank) {
+  auto out = run_world_outcomes(3, [&](Group& g) {
+    std::vector<std::int32_t> x(64, 1);
+    g.allreduce(Tensor::borrow(x.data(), g.rank() == 2 ? DType::kInt32 : DType::kFloat32, {64}));
+  });
+  for (int r = 0; r < 3; ++r) {
+    EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kInvalidArgument)) << "rank " << r << ": " << out[r].message;
+    EXPECT_NE(out[r].message.find("same sizes"), std::string::npos) << out[r].message;
+  }
+  out = run_world_outcomes(3, [&](Group& g) {
+    std::vector<float> x(64, 1);
+    g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {64}), g.rank() == 0 ? ReduceOp::kMax : ReduceOp::kSum);
+  });
+  for (int r = 0; r < 3; ++r) EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kInvalidArgument)) << out[r].message;
+  // A broken group refuses later calls at once, saying why.
+  out = run_world_outcomes(2, [&](Group& g) {
+    std::vector<float> x(g.rank() + 1);
+    try {
+      g.allreduce(Tensor::borrow(x.data(), DType::kFloat32, {g.rank() + 1}));
+    } catch (const CollectiveError&) {
+    }
+    g.barrier();
+  });
+  for (int r = 0; r < 2; ++r) EXPECT_NE(out[r].message.find("earlier call"), std::string::npos) << out[r].message;
+}
+
+TEST(GroupFailure, BadRendezvousInputFailsEveryRank) {
+  // A rank outside the world, and a duplicate rank: rank 0 tells every rank.
+  for (int bad : {7, 1}) {
+    auto out = run_world_outcomes(3, [](Group&) {}, [&](int r, std::uint16_t port) {
+      auto s = local_spec(r == 2 ? bad : r, 3, port);
+      s.timeout = std::chrono::seconds(20);
+      return s;
+    });
+    for (int r = 0; r < 3; ++r) {
+      EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kInvalidArgument)) << "rank " << r << ": " << out[r].message;
+      EXPECT_NE(out[r].message.find(bad == 7 ? "outside the world" : "registered twice"), std::string::npos)
+          << out[r].message;
+    }
+  }
+  // Different world sizes.
+  auto out = run_world_outcomes(2, [](Group&) {}, [](int r, std::uint16_t port) { return local_spec(r, r == 1 ? 3 : 2, port); });
+  for (int r = 0; r < 2; ++r) EXPECT_NE(out[r].message.find("world size"), std::string::npos) << out[r].message;
+  // A world of 0, or no address: refused at once.
+  EXPECT_THROW(Group::create(local_spec(0, 0, 1)), InvalidArgumentError);
+  RendezvousSpec none;
+  none.rank = 1;
+  none.world = 2;
+  EXPECT_THROW(Group::create(none), InvalidArgumentError);
+  RendezvousSpec dup;
+  dup.rank = 0;
+  dup.world = 2;
+  dup.peers = {Peer{.node_id = "", .host = "127.0.0.1", .port = 5000}, Peer{.node_id = "", .host = "127.0.0.1", .port = 5000}};
+  EXPECT_THROW(Group::create(dup), InvalidArgumentError);
+}
+
+TEST(GroupFailure, StalledRankMakesEveryRankTimeOut) {
+  auto start = Clock::now();
+  std::mutex mu;
+  std::condition_variable cv;
+  bool release = false;
+  auto out = run_world_outcomes(4, [&](Group& g) {
+    std::vector<float> x(1 << 16, 1.0f);
+    auto t = Tensor::borrow(x.data(), DType::kFloat32, {1 << 16});
+    if (g.rank() == 2) {  // never joins the allreduce until the others have given up
+      std::unique_lock lock(mu);
+      cv.wait(lock, [&] { return release; });
+      return;
+    }
+    try {
+      g.allreduce(t, ReduceOp::kSum, {.timeout = Seconds(1)});
+    } catch (...) {
+      std::lock_guard lock(mu);
+      release = true;
+      cv.notify_all();
+      throw;
+    }
+  });
+  double took = std::chrono::duration<double>(Clock::now() - start).count();
+  EXPECT_LT(took, 15.0);
+  // Which rank is named depends on which rank's clock ran out first: the rank it waited on
+  // (rank 2, or a rank that was itself waiting). Every rank fails with the timeout.
+  for (int r : {0, 1, 3}) {
+    EXPECT_TRUE(out[r].failed) << "rank " << r;
+    EXPECT_GE(out[r].rank, 0) << out[r].message;
+    EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kOperationTimeout)) << out[r].message;
+  }
+}
+
+// A rank process SIGKILLed while every rank loops over 8 MiB allreduces: every other rank's
+// call fails well within the (long) timeout, naming rank 2.
+TEST(GroupFailure, KilledRankFailsEveryOtherRankWithinTimeout) {
+  const int world = 4;
+  std::uint16_t port = free_port();
+  std::vector<pid_t> pids(world);
+  std::vector<int> reads(world);
+  for (int r = 0; r < world; ++r) {
+    int fds[2];
+    ASSERT_EQ(0, ::pipe(fds));
+    pid_t pid = ::fork();
+    if (pid == 0) {
+      ::close(fds[0]);
+      std::string line;
+      try {
+        auto g = Group::create(local_spec(r, world, port), {.timeout = Seconds(60)});
+        std::vector<float> x(2 << 20, 1.0f);
+        auto t = Tensor::borrow(x.data(), DType::kFloat32, {2 << 20});
+        g->allreduce(t);
+        (void)!::write(fds[1], "looping\n", 8);
+        for (;;) g->allreduce(t);
+      } catch (const CollectiveError& e) {
+        line = "failed " + std::to_string(e.rank()) + " " + e.what() + "\n";
+      } catch (const std::exception& e) {
+        line = std::string("other ") + e.what() + "\n";
+      }
+      (void)!::write(fds[1], line.data(), line.size());
+      // Stay alive (the test kills it): a rank that exits at once could end its connections
+      // before its abort reached the others, who would then blame it instead of rank 2.
+      for (;;) ::pause();
+    }
+    ::close(fds[1]);
+    pids[r] = pid;
+    reads[r] = fds[0];
+  }
+  auto read_line = [&](int r, int timeout_ms) {
+    std::string s;
+    char c;
+    pollfd p{reads[r], POLLIN, 0};
+    while (::poll(&p, 1, timeout_ms) == 1 && ::read(reads[r], &c, 1) == 1 && c != '\n') s += c;
+    return s;
+  };
+  for (int r = 0; r < world; ++r) ASSERT_EQ(read_line(r, 30000), "looping") << "rank " << r;
+  auto killed_at = Clock::now();
+  ::kill(pids[2], SIGKILL);
+  for (int r : {0, 1, 3}) {
+    std::string line = read_line(r, 30000);
+    double after = std::chrono::duration<double>(Clock::now() - killed_at).count();
+    EXPECT_EQ(line.rfind("failed 2 ", 0), 0u) << "rank " << r << ": " << line;
+    EXPECT_LT(after, 20.0) << "rank " << r;
+  }
+  for (int r = 0; r < world; ++r) {
+    ::kill(pids[r], SIGKILL);
+    ::waitpid(pids[r], nullptr, 0);
+    ::close(reads[r]);
+  }
+}
+
+}  // namespace
+}  // namespace wcomm::test
