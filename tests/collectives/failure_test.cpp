@@ -30,7 +30,7 @@ struct Outcome {
 std::vector<Outcome> run_world_outcomes(int world, const std::function<void(Group&)>& body,
                                         std::function<RendezvousSpec(int, std::uint16_t)> spec_of = {},
                                         GroupOptions options = {}) {
-  std::uint16_t port = free_port();
+  std::uint16_t port = free_tcp_port();
   std::vector<Outcome> out(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)
@@ -157,7 +157,7 @@ TEST(GroupFailure, StalledRankMakesEveryRankTimeOut) {
 // call fails well within the (long) timeout, naming rank 2.
 TEST(GroupFailure, KilledRankFailsEveryOtherRankWithinTimeout) {
   const int world = 4;
-  std::uint16_t port = free_port();
+  std::uint16_t port = free_tcp_port();
   std::vector<pid_t> pids(world);
   std::vector<int> reads(world);
   for (int r = 0; r < world; ++r) {

@@ -13,22 +13,13 @@
 #include <thread>
 #include <vector>
 
+#include "process_util.h"
 #include "wcomm/collectives/group.h"
 
 namespace wcomm::test {
 
 // A TCP port nobody listens on right now (the kernel's pick).
-inline std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
+using wcomm::testing::free_tcp_port;
 
 inline RendezvousSpec local_spec(int rank, int world, std::uint16_t port) {
   RendezvousSpec spec;
@@ -43,7 +34,7 @@ inline RendezvousSpec local_spec(int rank, int world, std::uint16_t port) {
 
 // Runs body(group) on every rank of a world of `world` threads; rethrows the first failure.
 inline void run_world(int world, const std::function<void(Group&)>& body, GroupOptions options = {}) {
-  std::uint16_t port = free_port();
+  std::uint16_t port = free_tcp_port();
   std::vector<std::exception_ptr> errors(world);
   std::vector<std::thread> threads;
   for (int r = 0; r < world; ++r)

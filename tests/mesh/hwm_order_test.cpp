@@ -13,14 +13,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Case {
-  const char* backend;
-  CommProtocol protocol;
-};
-// Readable test names in ctest (instead of the struct's bytes).
-void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << protocol_name(c.protocol); }
-
-class MeshHwmOrder : public ::testing::TestWithParam<Case> {};
+class MeshHwmOrder : public ::testing::TestWithParam<BackendCase> {};
 
 TEST_P(MeshHwmOrder, HundredThousandInOrder) {
   TempDir dir;
@@ -38,8 +31,8 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshHwmOrder,
-                         ::testing::Values(Case{"zmq", CommProtocol::kIpc}, Case{"zmq", CommProtocol::kTcp},
-                                           Case{"wcomm", CommProtocol::kShm}, Case{"wcomm", CommProtocol::kTcp}),
+                         ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"zmq", CommProtocol::kTcp},
+                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp}),
                          [](const auto& info) {
                            return std::string(info.param.backend) + "_" + protocol_name(info.param.protocol);
                          });

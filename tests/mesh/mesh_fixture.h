@@ -68,4 +68,12 @@ inline std::string tcp_base_port() {
 
 inline const char* protocol_arg(CommProtocol p) { return protocol_name(p); }
 
+// A backend ("zmq" or "wcomm") and its protocol, for tests parameterised over both.
+struct BackendCase {
+  const char* backend;
+  CommProtocol protocol;
+};
+// Readable test names in ctest (instead of the struct's bytes).
+inline void PrintTo(const BackendCase& c, std::ostream* os) { *os << c.backend << "/" << protocol_name(c.protocol); }
+
 }  // namespace wcomm::mesh::testing

@@ -14,14 +14,7 @@ using namespace std::chrono_literals;
 
 namespace {
 
-struct Case {
-  const char* backend;
-  CommProtocol protocol;
-};
-// Readable test names in ctest (instead of the struct's bytes).
-void PrintTo(const Case& c, std::ostream* os) { *os << c.backend << "/" << protocol_name(c.protocol); }
-
-class MeshStall : public ::testing::TestWithParam<Case> {
+class MeshStall : public ::testing::TestWithParam<BackendCase> {
  protected:
   // Starts both entities flooding each other with `count` 64 KiB messages at HWM 1.
   std::pair<Process, Process> start(const TempDir& dir, const char* send_mode, int count) {
@@ -63,7 +56,7 @@ TEST_P(MeshStall, BlockingSendsStall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshStall,
-                         ::testing::Values(Case{"zmq", CommProtocol::kIpc}, Case{"wcomm", CommProtocol::kShm}),
+                         ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"wcomm", CommProtocol::kShm}),
                          [](const auto& info) { return std::string(info.param.backend); });
 
 }  // namespace
