@@ -3,7 +3,6 @@
 #pragma once
 
 #include <gtest/gtest.h>
-#include <openssl/sha.h>
 #include <stdlib.h>
 
 #include <chrono>
@@ -13,6 +12,7 @@
 #include <vector>
 
 #include "process_util.h"
+#include "xfer_bytes.h"
 #include "wcomm/comm.h"
 #include "wcomm/xfer/agent.h"
 
@@ -33,24 +33,6 @@ inline std::vector<BackendParam> all_backends() {
 }
 inline std::string param_name(const ::testing::TestParamInfo<BackendParam>& info) { return info.param.label; }
 
-// The same xorshift bytes xfer_peer.cpp makes.
-inline std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
-  std::vector<std::uint8_t> out(n);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : out) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    b = static_cast<std::uint8_t>(x);
-  }
-  return out;
-}
-
-inline std::string sha256_hex(const void* data, std::size_t n) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(static_cast<const unsigned char*>(data), n, digest);
-  char hex[2 * SHA256_DIGEST_LENGTH + 1];
-  for (int i = 0; i < SHA256_DIGEST_LENGTH; ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-  return hex;
-}
 
 // The test's Comm (node "test") and one peer process (node "peer") it commands on tag 1.
 class PeerHarness {

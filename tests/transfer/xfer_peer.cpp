@@ -9,34 +9,18 @@
 #include <thread>
 #include <vector>
 
-#include <openssl/sha.h>
-
 #include "wcomm/comm.h"
 #include "wcomm/xfer/agent.h"
 #include "wcomm/xfer/cache_service.h"
+#include "xfer_bytes.h"
 
 using namespace wcomm;
 using namespace wcomm::xfer;
+using wcomm::xfer::testing::pattern;
+using wcomm::xfer::testing::sha256_hex;
 
 namespace {
 
-std::vector<std::uint8_t> pattern(std::size_t n, std::uint64_t seed) {
-  std::vector<std::uint8_t> out(n);
-  std::uint64_t x = seed * 0x9E3779B97F4A7C15ull + 1;
-  for (auto& b : out) {
-    x ^= x << 13; x ^= x >> 7; x ^= x << 17;
-    b = static_cast<std::uint8_t>(x);
-  }
-  return out;
-}
-
-std::string sha256_hex(const void* data, std::size_t n) {
-  unsigned char digest[SHA256_DIGEST_LENGTH];
-  SHA256(static_cast<const unsigned char*>(data), n, digest);
-  char hex[2 * SHA256_DIGEST_LENGTH + 1];
-  for (int i = 0; i < SHA256_DIGEST_LENGTH; ++i) std::snprintf(hex + 2 * i, 3, "%02x", digest[i]);
-  return hex;
-}
 
 std::int64_t int_of(const Dict& d, const char* key) {
   const Value* v = d.find(key);
