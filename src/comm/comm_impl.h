@@ -132,7 +132,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool established() const { return established_; }
   bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys do not match
   std::string describe() const { return stream_->describe(); }
-  std::string transport_name() const { return describe().substr(0, describe().find(' ')); }
+  std::string transport_name() const {
+    std::string d = describe();  // "shm ...", "unix ...", "tcp ..."
+    return d.substr(0, d.find(' '));
+  }
   std::string_view payload_path() const { return stream_->payload_path(); }
 
  private:

@@ -144,25 +144,27 @@ class ShmConnection final : public Connection {
     if (!sleep_if_idle()) return asio::post(executor_, [handler = std::move(handler)] { handler({}); });
     loop_sleeping_ = true;
     auto wait = std::make_shared<ReadWait>(ReadWait{std::move(handler)});
-    auto wake = [this, wait](std::error_code ec) {
-      if (wait->fired) return;  // the other watch fired first
-      wait->fired = true;
-      // Cancelled (stop_waiting_readable, shutdown, close): this connection may be gone.
-      if (ec) return wait->handler(ec);
-      wake_up(loop_sleeping_);
-      // Let go of both watches: a descriptor registered with the loop wakes it on every
-      // doorbell even with nothing waiting (see socket_stream.cpp), and callers' threads
-      // ring it for themselves. The other watch's handler sees fired and returns.
-      data_watch_.reset();
-      socket_read_watch_.reset();
-      wait->handler(ec);
+    auto wake = [this, wait](bool socket_ready) {
+      return [this, wait, socket_ready](std::error_code ec) {
+        if (wait->fired) return;  // the other watch fired first
+        wait->fired = true;
+        // Cancelled (stop_waiting_readable, shutdown, close): this connection may be gone.
+        if (ec) return wait->handler(ec);
+        wake_up(loop_sleeping_, socket_ready);
+        // Let go of both watches: a descriptor registered with the loop wakes it on every
+        // doorbell even with nothing waiting (see socket_stream.cpp), and callers' threads
+        // ring it for themselves. The other watch's handler sees fired and returns.
+        data_watch_.reset();
+        socket_read_watch_.reset();
+        wait->handler(ec);
+      };
     };
     if (!watch(data_watch_, e_->in_data.get()) || !watch(socket_read_watch_, e_->socket.get())) {
       wake_up(loop_sleeping_);
       return asio::post(executor_, [wait] { wait->handler(asio::error::bad_descriptor); });
     }
-    data_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
-    socket_read_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
+    data_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake(false));
+    socket_read_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake(true));
   }
   void stop_waiting_readable() override {
     wake_up(loop_sleeping_);
@@ -185,7 +187,7 @@ class ShmConnection final : public Connection {
     }
     pollfd fds[3] = {{e_->in_data.get(), POLLIN, 0}, {e_->socket.get(), POLLIN, 0}, {waker.fd(), POLLIN, 0}};
     const int ready = ::ppoll(fds, 3, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
-    wake_up(sleeping);
+    wake_up(sleeping, ready > 0 && fds[1].revents);
     if (ready > 0 && fds[2].revents) {
       waker.clear();
       if (!fds[0].revents && !fds[1].revents && !readable_now()) return Wait::kWoken;
@@ -320,20 +322,22 @@ class ShmConnection final : public Connection {
     if (!watch(space_watch_, e_->out_space.get()) || !watch(socket_write_watch_, e_->socket.get()))
       return asio::post(executor_, [w] { w->handler(asio::error::bad_descriptor, w->done); });
     auto fired = std::make_shared<bool>(false);
-    auto wake = [this, w, fired](std::error_code ec) {
-      if (*fired) return;
-      *fired = true;
-      if (ec) return w->handler(ec, w->done);  // cancelled by shutdown or close: this may be gone
-      out_.producer_sleeping.store(0, std::memory_order_relaxed);
-      std::error_code ignored;
-      if (space_watch_) space_watch_->cancel(ignored);
-      if (socket_write_watch_) socket_write_watch_->cancel(ignored);
-      drain_doorbell(e_->out_space.get());
-      check_peer_gone();
-      step(w, false);
+    auto wake = [this, w, fired](bool socket_ready) {
+      return [this, w, fired, socket_ready](std::error_code ec) {
+        if (*fired) return;
+        *fired = true;
+        if (ec) return w->handler(ec, w->done);  // cancelled by shutdown or close: this may be gone
+        out_.producer_sleeping.store(0, std::memory_order_relaxed);
+        std::error_code ignored;
+        if (space_watch_) space_watch_->cancel(ignored);
+        if (socket_write_watch_) socket_write_watch_->cancel(ignored);
+        drain_doorbell(e_->out_space.get());
+        if (socket_ready) check_peer_gone();
+        step(w, false);
+      };
     };
-    space_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
-    socket_write_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake);
+    space_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake(false));
+    socket_write_watch_->async_wait(asio::posix::stream_descriptor::wait_read, wake(true));
   }
 
   // Reads the next record's header, if one has been published. The reader alone moves in_pos_.
@@ -405,14 +409,15 @@ class ShmConnection final : public Connection {
     in_.consumer_sleepers.fetch_sub(1, std::memory_order_relaxed);
     return false;
   }
-  // A sleeper woke up (or stopped waiting): counts it out, notices the peer's end, and clears
-  // a doorbell left ringing with nothing to read (the reader that emptied the ring may have
-  // looked before the ring came). Data published before that ring is seen by the next look.
-  void wake_up(bool& sleeping) {
+  // A sleeper woke up (or stopped waiting): counts it out, notices the peer's end when the
+  // socket said something, and clears a doorbell left ringing with nothing to read (the
+  // reader that emptied the ring may have looked before the ring came). Data published
+  // before that ring is seen by the next look.
+  void wake_up(bool& sleeping, bool socket_ready = false) {
     if (!sleeping) return;
     sleeping = false;
     in_.consumer_sleepers.fetch_sub(1, std::memory_order_relaxed);
-    check_peer_gone();
+    if (socket_ready) check_peer_gone();
     if (!readable_now()) drain_doorbell(e_->in_data.get());
   }
   // Nothing is written on the socket after set-up: readable means the peer is gone.
