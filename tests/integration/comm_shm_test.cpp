@@ -93,7 +93,11 @@ TEST(CommShm, ATransportWithoutAnAddressIsRefusedAtCreate) {
 TEST(CommShm, PerTagOrderIsKeptForMessagesQueuedBeforeThePeerWasUp) {
   ReservedPort port_a, port_b;
   Peer a{"node-a", "127.0.0.1", port_a.port()}, b{"node-b", "127.0.0.1", port_b.port()};
-  auto comm_a = Comm::create({a, {b}, "127.0.0.1", {}});
+  // shm, not auto: with auto, a retry that reaches the peer's TCP listener first (they start
+  // a moment apart) rightly connects over TCP, and this test is about shm.
+  CommConfig shm;
+  shm.transport = "shm";
+  auto comm_a = Comm::create({a, {b}, "127.0.0.1", shm});
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < 200; ++i) sends.push_back(comm_a->send(Value(i), comm_a->peer("node-b"), {}, {.tag = std::uint32_t(i % 2)}));
   auto comm_b = Comm::create({b, {a}, "127.0.0.1", {}});  // within the 2 s a refused peer is given
