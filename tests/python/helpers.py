@@ -26,6 +26,15 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def _port_is_free(port: int) -> bool:
+    with socket.socket() as s:
+        try:
+            s.bind(("127.0.0.1", port))
+        except OSError:
+            return False
+        return True
+
+
 def run(coro: Awaitable[Any], timeout: float = TEST_LIMIT_S) -> Any:
     """Runs coro in a fresh event loop, failing the test if it takes longer than timeout."""
     return asyncio.run(asyncio.wait_for(coro, timeout))
@@ -137,8 +146,13 @@ def finish(proc: subprocess.Popen, deadline_s: float = CHILD_DEADLINE_S) -> Tupl
 
 
 def write_node_pair(directory: str) -> Tuple[str, str]:
-    """node-a.yaml and node-b.yaml in directory, each naming the other, on free ports."""
-    pa, pb = free_port(), free_port()
+    """node-a.yaml and node-b.yaml in directory, each naming the other, on free ports. A
+    benchmark responder also listens on its port + 1 (V0.1's load port): that one is free too,
+    and neither node's port is the other's + 1."""
+    while True:
+        pa, pb = free_port(), free_port()
+        if abs(pa - pb) > 1 and _port_is_free(pa + 1) and _port_is_free(pb + 1):
+            break
     a, b = os.path.join(directory, "node-a.yaml"), os.path.join(directory, "node-b.yaml")
     with open(a, "w") as f:
         f.write(node_yaml("node-a", pa, "node-b", pb))
