@@ -11,7 +11,7 @@ packages=(
   pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
   python3-zmq python3-msgpack python3-yaml python3-pip python3-setuptools
   libzmq3-dev cppzmq-dev
-  iperf3 iproute2 iputils-ping procps
+  iperf3 iproute2 iputils-ping procps openssl
   openmpi-bin
 )
 

@@ -10,6 +10,18 @@
 
 namespace wcomm {
 
+// TLS for every connection (wcomm; docs/cpp-api.md, "TLS"): TLS 1.3 with mutual certificate
+// checks. cert_file / key_file: this node's certificate chain and private key (PEM), whose
+// subject CN or a DNS SAN is its node_id; ca_file: the CA certificates (PEM) a peer's
+// certificate must chain to. All three, or none (TLS off).
+struct TlsConfig {
+  std::string cert_file = {};
+  std::string key_file = {};
+  std::string ca_file = {};
+  bool enabled() const { return !cert_file.empty() || !key_file.empty() || !ca_file.empty(); }
+  friend bool operator==(const TlsConfig&, const TlsConfig&) = default;
+};
+
 // Every limit and knob of a Comm. Field names and defaults are those of the V0.1 CommConfig.
 struct CommConfig {
   // Codec limits, enforced on encode and decode (docs/wire-format.md).
@@ -67,6 +79,10 @@ struct CommConfig {
   // least 16 bytes. Empty: no authentication, plain V0.1. YAML `comm.cluster_key_file`;
   // Comm::create reads WCOMM_CLUSTER_KEY_FILE when this is empty.
   std::string cluster_key = {};
+  // TLS (wcomm), YAML `comm.tls: {cert_file, key_file, ca_file}`. With it, every connection is
+  // TLS over TCP: `transport: auto` then never picks shared memory or Unix sockets for a peer
+  // on this host (they would bypass TLS), and shm or unix are refused.
+  TlsConfig tls = {};
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;

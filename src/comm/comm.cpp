@@ -13,6 +13,7 @@
 
 #include "comm/comm_impl.h"
 #include "comm/same_host.h"
+#include "transport/tls/tls_context.h"
 
 namespace wcomm {
 
@@ -36,6 +37,7 @@ Comm::Impl::~Impl() {
 transport::Options Comm::Impl::transport_options() const {
   transport::Options o;
   o.tcp_nodelay = spec.comm.tcp_nodelay;
+  o.tls = tls;
   const double hb = spec.comm.heartbeat_interval_s;
   if (hb > 0) {
     o.keepalive_idle_s = std::max(1, static_cast<int>(std::ceil(3 * hb)));
@@ -135,7 +137,7 @@ void accept_on(Comm::Impl& impl, transport::Listener& listener) {
 // cannot listen there is still reached over its other addresses.
 void listen_same_host(Comm::Impl& impl) {
   const std::string& transport = impl.spec.comm.transport;
-  if (transport == "tcp") return;
+  if (transport == "tcp" || impl.spec.comm.tls.enabled()) return;  // TLS: no same-host bypass
   auto address = same_host_address(impl.spec.local, transport == "auto" ? "shm" : transport);
   if (!address) return;
   try {
@@ -189,6 +191,9 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
     if (p.endpoints().empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
+    if (impl->spec.comm.tls.enabled() && (p.transport == "shm" || p.transport == "unix"))
+      throw InvalidArgumentError("peer '" + p.node_id + "' has transport '" + p.transport +
+                                 "', which would bypass TLS (comm.tls is set): use auto or tcp");
     if (dial_endpoints(p, impl->spec.comm).empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address for transport '" +
                                  transport_for(p, impl->spec.comm) + "' (it has " + p.endpoints_text() + ")");
@@ -198,6 +203,13 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
       throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
     if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)
       throw InvalidArgumentError("peer '" + p.node_id + "' is listed twice");
+  }
+  if (impl->spec.comm.tls.enabled()) {
+    for (const Address& a : impl->spec.local.endpoints())
+      if (a.scheme != "tcp")
+        throw InvalidArgumentError("the local address " + a.to_string() +
+                                   " would bypass TLS (comm.tls is set): list only tcp addresses");
+    impl->tls = transport::TlsContext::load(impl->spec.comm.tls);  // InvalidArgumentError naming the file
   }
   listen(*impl);
   impl->work.emplace(impl->io.get_executor());

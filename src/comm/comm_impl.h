@@ -344,6 +344,7 @@ struct Comm::Impl {
   std::deque<std::weak_ptr<Connection>> handshake_order;                 // loop only: oldest first
   std::uint64_t handshakes_evicted = 0;                                  // loop only
   Clock::time_point last_eviction_log{};
+  std::shared_ptr<const transport::TlsContext> tls;  // set by create when CommConfig::tls is
   std::set<std::string> refused_sources;  // loop only: sources already logged as refused, by reason
 
   // Any thread.

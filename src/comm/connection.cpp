@@ -166,6 +166,8 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
                                                                     "' / connection " + c.connection_id +
                                                                     ", expected '" + expected + "' / " +
                                                                     self->connection_id_});
+    if (auto problem = self->stream_->peer_name_problem(expected))
+      return self->finish_handshake(Error{ErrorCode::kConnectionFailed, "peer '" + expected + "' refused: " + *problem});
     if (auto refused = self->check_acceptor_proof(c.features)) return self->finish_handshake(refused);
     self->accept_features(c.features);  // a V0.1 peer lists none
     self->finish_handshake(std::nullopt);
@@ -223,6 +225,8 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
           Error{ErrorCode::kProtocol, "HELLO from unknown node '" + c.node_id + "' (not in this node's peer directory)"});
     self->peer_ = peer;
     self->connection_id_ = c.connection_id;
+    if (auto problem = self->stream_->peer_name_problem(c.node_id))
+      return self->refuse({ErrorCode::kConnectionFailed, *problem});
     // Features only to a peer that offers some (a V0.1 dialer never does).
     std::vector<std::string> features;
     if (!c.features.empty()) {

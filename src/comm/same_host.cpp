@@ -32,6 +32,12 @@ std::vector<Address> dial_endpoints(const Peer& peer, const CommConfig& config) 
   const std::string& transport = transport_for(peer, config);
   std::vector<Address> out;
   const std::string scheme = transport == "auto" ? "shm" : transport;
+  // With TLS, auto never takes the same-host shortcut: only TLS streams carry messages.
+  if (config.tls.enabled()) {
+    for (const Address& a : peer.endpoints())
+      if (a.scheme == "tcp") out.push_back(a);
+    return out;
+  }
   if (scheme != "tcp")
     if (auto same_host = same_host_address(peer, scheme)) out.push_back(*same_host);
   for (const Address& a : peer.endpoints())

@@ -22,7 +22,7 @@ std::optional<Address> same_host_address(const Peer& node, std::string_view sche
 
 // The addresses peer is dialed at, in order: auto tries the same-host shm name first, then
 // the peer's own addresses; shm and unix use the same-host name and the peer's addresses of
-// that scheme; tcp only its tcp addresses.
+// that scheme; tcp only its tcp addresses. With TLS (CommConfig::tls) only tcp addresses.
 std::vector<Address> dial_endpoints(const Peer& peer, const CommConfig& config);
 
 }  // namespace wcomm

@@ -62,6 +62,10 @@ void codec_detail::check_header_limits(const FrameHeader& h, const CommConfig& l
 
 Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommConfig& limits) {
   return codec_detail::run_guarded([&]() -> Result<FrameHeader> {
+    // A TLS record (handshake 0x16 or alert 0x15, version 3.x): a peer with comm.tls set.
+    if (std::memcmp(in, kMagic, 4) != 0 && (in[0] == 0x16 || in[0] == 0x15) && in[1] == 0x03)
+      fail(ErrorCode::kProtocol, "bad frame magic " + hex_bytes(in, 4) +
+                                     ": the peer speaks TLS (comm.tls is set there): set comm.tls on this node too");
     if (std::memcmp(in, kMagic, 4) != 0)
       fail(ErrorCode::kProtocol, "bad frame magic " + hex_bytes(in, 4) + " (expected 'COMM'); the peer does not speak COMM v1");
     auto version = load_be<std::uint16_t>(in + 4);

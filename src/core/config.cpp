@@ -175,6 +175,15 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
                                             std::to_string(c.cluster_key.size())};
   if (!is_transport_choice(c.transport))
     return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, got '" + c.transport + "'"};
+  if (c.tls.enabled()) {
+    for (const auto& [name, value] : {std::pair{"tls.cert_file", &c.tls.cert_file}, std::pair{"tls.key_file", &c.tls.key_file},
+                                      std::pair{"tls.ca_file", &c.tls.ca_file}})
+      if (value->empty())
+        return ConfigProblem{name, "is missing: TLS needs cert_file, key_file and ca_file (scripts/make-test-certs.sh "
+                                   "makes a test set)"};
+    if (c.transport == "shm" || c.transport == "unix")
+      return ConfigProblem{"transport", "'" + c.transport + "' would bypass TLS (comm.tls is set): use auto or tcp"};
+  }
   if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
     return ConfigProblem{"reconnect_backoff_max_s", "must be at most 3600 seconds, got " +
                                                         format_double(c.reconnect_backoff_max_s)};
@@ -465,7 +474,8 @@ const std::vector<std::string_view>& comm_keys() {
       "tcp_nodelay",              "egress_quantum_bytes",         "egress_rate_bytes_per_second",
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
       "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
-      "transport",                "cluster_key_file",             "max_pending_handshakes"};
+      "transport",                "cluster_key_file",             "max_pending_handshakes",
+      "tls"};
   return keys;
 }
 
@@ -521,6 +531,14 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       c.reconnect_backoff_max_s = r.number(value, field);
     } else if (key == "transport") {
       c.transport = r.string(value, field);
+    } else if (key == "tls") {
+      for (const auto& [tls_key, tls_value] : r.entries(value, field, {"cert_file", "key_file", "ca_file"})) {
+        std::string& target = tls_key == "cert_file" ? c.tls.cert_file
+                              : tls_key == "key_file" ? c.tls.key_file
+                                                      : c.tls.ca_file;
+        target = r.string(tls_value, field + "." + tls_key);
+        if (target.empty()) r.fail_at(field + "." + tls_key, "must name a PEM file", tls_value);
+      }
     } else if (key == "cluster_key_file") {
       const std::string path = r.string(value, field);
       try {

@@ -7,6 +7,7 @@
 #include <chrono>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -71,6 +72,10 @@ class Connection {
   // How this side's large payloads travel, for stats and logs: "stream" (a socket), or for
   // shm "cma" (read by the peer straight from our memory) or "ring" (copied through the ring).
   virtual std::string_view payload_path() const { return "stream"; }
+  // Whether the authenticated peer may call itself node_id: for TLS, whether its certificate
+  // names it (subject CN or a DNS SAN); nullopt if so, else why not. Streams that
+  // authenticate nobody accept any name.
+  virtual std::optional<std::string> peer_name_problem(std::string_view node_id) const { return std::nullopt; }
 };
 
 using AcceptHandler = std::function<void(std::error_code, std::unique_ptr<Connection>)>;
@@ -86,8 +91,12 @@ class Listener {
   virtual void close() = 0;
 };
 
+class TlsContext;  // tls/tls_context.h
+
 // Settings a transport may use; the others ignore them.
 struct Options {
+  // With a context, the tcp transport's connections are TLS 1.3 streams (tls/tls_stream.h).
+  std::shared_ptr<const TlsContext> tls;
   bool tcp_nodelay = true;
   // TCP keepalive: probe an idle connection after this many seconds, then every
   // keepalive_interval_s, giving up after 3 unanswered probes (0: the system's defaults, off).

@@ -7,6 +7,7 @@
 
 #include "transport/socket_listener.h"
 #include "transport/socket_stream.h"
+#include "transport/tls/tls_stream.h"
 #include "wcomm/errors.h"
 
 namespace wcomm::transport {
@@ -29,13 +30,18 @@ void set_keepalive(tcp::socket& socket, const Options& options) {
   socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_KEEPCNT>(3), ec);
 }
 
-std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options) {
+// accepting: this side accepted the connection (the TLS server, with options.tls).
+std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options, bool accepting) {
   std::error_code ec;
   socket.set_option(tcp::no_delay(options.tcp_nodelay), ec);
   set_keepalive(socket, options);
   const auto local = socket.local_endpoint(ec);
   const auto remote = socket.remote_endpoint(ec);
-  return make_socket_stream(std::move(socket), "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote));
+  std::string description = "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote);
+  if (!options.tls) return make_socket_stream(std::move(socket), std::move(description));
+  asio::any_io_executor executor = socket.get_executor();
+  const int fd = socket.release(ec);
+  return make_tls_stream(std::move(executor), ec ? -1 : fd, std::move(description), options.tls, accepting);
 }
 
 class TcpTransport final : public Transport {
@@ -61,7 +67,7 @@ class TcpTransport final : public Transport {
     Address bound = address;
     bound.port = acceptor.local_endpoint().port();
     return std::make_unique<SocketListener<tcp>>(std::move(acceptor), std::move(bound),
-                                                 [options](tcp::socket s) { return wrap(std::move(s), options); });
+                                                 [options](tcp::socket s) { return wrap(std::move(s), options, true); });
   }
 
   std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
@@ -70,7 +76,7 @@ class TcpTransport final : public Transport {
     auto attempt = make_socket_dial(socket, deadline);
     auto done = [socket, options, handler = std::move(handler)](std::error_code ec) {
       if (ec) return handler(ec, nullptr);
-      handler({}, wrap(std::move(*socket), options));
+      handler({}, wrap(std::move(*socket), options, false));
     };
     std::error_code parse_error;
     const auto numeric = asio::ip::make_address(address.host, parse_error);

@@ -1,0 +1,25 @@
+// TlsStream: a Connection that is TLS 1.3 over a connected stream socket (CommConfig::tls).
+// The handshake runs inside the first reads and writes, so the Comm's handshake deadline and
+// bound on pending handshakes cover it too. Thread model: docs/thread-model.md, "TLS".
+#pragma once
+
+#include <memory>
+#include <string>
+#include <system_error>
+
+#include <asio.hpp>
+
+#include "transport/transport.h"
+
+namespace wcomm::transport {
+
+class TlsContext;
+
+// Takes over fd (a connected socket). accepting: this side is the TLS server.
+std::unique_ptr<Connection> make_tls_stream(asio::any_io_executor executor, int fd, std::string description,
+                                            std::shared_ptr<const TlsContext> context, bool accepting);
+
+// What the TLS layer refuses, with a message that says what to do (tls_stream.cpp).
+const std::error_category& tls_category();
+
+}  // namespace wcomm::transport
