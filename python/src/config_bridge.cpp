@@ -35,6 +35,9 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("transport", c.transport);
   fn("max_pending_handshakes", c.max_pending_handshakes);
   fn("cluster_key", c.cluster_key);  // bytes in Python
+  fn("tls_cert_file", c.tls.cert_file);  // Python's CommConfig.tls (a TlsConfig), flattened
+  fn("tls_key_file", c.tls.key_file);
+  fn("tls_ca_file", c.tls.ca_file);
 }
 
 }  // namespace

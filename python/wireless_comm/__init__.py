@@ -25,7 +25,7 @@ from .errors import (
     UnknownCodecError,
     UnsupportedPayloadError,
 )
-from .config import CommConfig, CommOptions, Peer, RuntimeConfig, load_runtime_config
+from .config import CommConfig, CommOptions, Peer, RuntimeConfig, TlsConfig, load_runtime_config
 from .comm import Comm, Metadata, Object, PeerEvent, ReceivedMessage, SendResult, TypeRegistry
 from .group import CollectiveError, Group
 
@@ -36,6 +36,7 @@ __all__ = [
     "CollectiveError",
     "Comm",
     "CommConfig",
+    "TlsConfig",
     "CommError",
     "CommOptions",
     "ConnectionClosedError",

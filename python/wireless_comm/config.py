@@ -14,7 +14,7 @@ from typing import Optional, Tuple, Union
 
 from . import _core
 
-__all__ = ["Peer", "CommOptions", "CommConfig", "RuntimeConfig", "load_runtime_config"]
+__all__ = ["Peer", "CommOptions", "CommConfig", "TlsConfig", "RuntimeConfig", "load_runtime_config"]
 
 _U32_MAX = 2**32 - 1
 _U64_MAX = 2**64 - 1
@@ -104,6 +104,28 @@ _TRANSPORTS = ("auto", "shm", "unix", "tcp")
 
 
 @dataclass(frozen=True)
+class TlsConfig:
+    """TLS for every connection (YAML `comm.tls`): TLS 1.3 with mutual certificate checks.
+
+    cert_file and key_file are this node's certificate (its subject CN or a DNS
+    subjectAltName is the node id) and private key, ca_file the CA certificates a peer's
+    certificate must chain to; all PEM files. scripts/make-test-certs.sh makes a test set.
+    """
+
+    cert_file: str
+    key_file: str
+    ca_file: str
+
+    def __post_init__(self) -> None:
+        for name in ("cert_file", "key_file", "ca_file"):
+            value = getattr(self, name)
+            if isinstance(value, os.PathLike):
+                object.__setattr__(self, name, os.fspath(value))
+            elif not isinstance(value, str) or not value:
+                raise ValueError(f"TlsConfig.{name} must be a non-empty path, got {value!r}")
+
+
+@dataclass(frozen=True)
 class CommConfig:
     """Every limit and knob of a Comm, with the V0.1 names and defaults.
 
@@ -149,8 +171,13 @@ class CommConfig:
     # Cluster key (bytes, at least 16): every connection proves both ends know it; peers
     # without it are refused (docs/python.md). b"": none (WCOMM_CLUSTER_KEY_FILE may give one).
     cluster_key: bytes = field(default=b"", repr=False)
+    # TLS (a TlsConfig): every connection is TLS 1.3 over TCP, both ends showing a certificate
+    # from the CA that names their node id; auto then never uses shared memory (docs/python.md).
+    tls: Optional[TlsConfig] = None
 
     def __post_init__(self) -> None:
+        if self.tls is not None and not isinstance(self.tls, TlsConfig):
+            raise ValueError(f"CommConfig.tls must be a TlsConfig or None, got {type(self.tls).__name__}")
         if not isinstance(self.cluster_key, bytes):
             raise ValueError(f"CommConfig.cluster_key must be bytes, got {type(self.cluster_key).__name__}")
         if self.transport not in _TRANSPORTS:
@@ -180,11 +207,17 @@ class CommConfig:
         _core.validate_config(self._fields())  # the ranges; ValueError names the field
 
     def _fields(self) -> dict:
-        return {f.name: getattr(self, f.name) for f in dataclasses.fields(self)}
+        out = {f.name: getattr(self, f.name) for f in dataclasses.fields(self) if f.name != "tls"}
+        for name in ("cert_file", "key_file", "ca_file"):  # the core's flat tls_* fields ("" when off)
+            out["tls_" + name] = getattr(self.tls, name) if self.tls else ""
+        return out
 
     @classmethod
     def _from_fields(cls, fields: dict) -> "CommConfig":
-        return cls(**fields)
+        fields = dict(fields)
+        files = {name: fields.pop("tls_" + name, "") for name in ("cert_file", "key_file", "ca_file")}
+        tls = TlsConfig(**files) if any(files.values()) else None
+        return cls(**fields, tls=tls)
 
 
 @dataclass(frozen=True)

@@ -4,12 +4,15 @@ one host by default)."""
 
 from __future__ import annotations
 
+import os
+import subprocess
+
 import pytest
 import torch
 
-from wireless_comm import Comm, CommConfig, CommOptions, ConnectionFailedError, Peer
+from wireless_comm import Comm, CommConfig, CommOptions, ConnectionFailedError, Peer, TlsConfig
 
-from helpers import free_port, run
+from helpers import REPO, free_port, run
 
 
 async def _pair(config_a=CommConfig(), config_b=CommConfig(), transport_b=""):
@@ -92,3 +95,47 @@ def test_a_short_key_or_a_str_is_refused_and_the_key_is_not_printed():
     with pytest.raises(ValueError, match="must be bytes"):
         CommConfig(cluster_key="a-cluster-key-as-text")
     assert "secret-key-0123456789" not in repr(CommConfig(cluster_key=b"secret-key-0123456789"))
+
+
+def _make_certs(tmp_path, *nodes):
+    script = os.path.join(REPO, "scripts", "make-test-certs.sh")
+    subprocess.run(["bash", script, str(tmp_path), *nodes], check=True)
+    return lambda node: TlsConfig(str(tmp_path / f"{node}.pem"), str(tmp_path / f"{node}.key"), str(tmp_path / "ca.pem"))
+
+
+def test_tls_nodes_talk_over_tls_and_a_plain_node_is_refused(tmp_path):
+    tls = _make_certs(tmp_path, "node-a", "node-b")
+
+    async def main():
+        a, b = await _pair(CommConfig(tls=tls("node-a")), CommConfig(tls=tls("node-b")))
+        try:
+            t = torch.arange(1 << 20, dtype=torch.float32)
+            await a.send({"t": t}, a.peer("node-b"))
+            got, _ = await b.recv(b.peer("node-a"), CommOptions(timeout=10))
+            assert torch.equal(got["t"], t)
+            assert a.stats()["peers"]["node-b"]["transport"] == "tls"  # auto: not shm
+        finally:
+            await a.close()
+            await b.close()
+        a, b = await _pair(CommConfig(connect_timeout_s=2), CommConfig(tls=tls("node-b")))
+        try:
+            with pytest.raises(ConnectionFailedError, match="speaks TLS"):
+                await a.send("plain", a.peer("node-b"), options=CommOptions(timeout=10))
+        finally:
+            await a.close()
+            await b.close()
+
+    run(main())
+
+
+def test_tls_config_is_checked_and_round_trips(tmp_path):
+    tls = _make_certs(tmp_path, "node-a")
+    config = CommConfig(tls=tls("node-a"))
+    assert CommConfig._from_fields(config._fields()) == config
+    assert CommConfig._from_fields(CommConfig()._fields()).tls is None
+    with pytest.raises(ValueError, match="TlsConfig.key_file"):
+        TlsConfig(str(tmp_path / "node-a.pem"), "", str(tmp_path / "ca.pem"))
+    with pytest.raises(ValueError, match="CommConfig.tls must be a TlsConfig"):
+        CommConfig(tls={"cert_file": "x"})
+    with pytest.raises(ValueError, match="bypass TLS"):
+        CommConfig(tls=tls("node-a"), transport="shm")

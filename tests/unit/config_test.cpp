@@ -582,3 +582,24 @@ TEST(ParseNodeConfig, TransportForTheCommAndPerPeer) {
 
 }  // namespace
 }  // namespace wcomm
+
+namespace wcomm {
+namespace {
+
+TEST(ParseNodeConfig, CommTlsNamesTheThreeFiles) {
+  const NodeConfig c = parse_node_config(kLocal + kPeers +
+                                         "comm:\n  tls: {cert_file: a.pem, key_file: a.key, ca_file: ca.pem}\n");
+  EXPECT_EQ(c.comm.tls, (TlsConfig{"a.pem", "a.key", "ca.pem"}));
+  EXPECT_TRUE(c.comm.tls.enabled());
+  EXPECT_FALSE(parse_node_config(kLocal + kPeers).comm.tls.enabled());
+}
+
+TEST(ParseNodeConfig, CommTlsMistakesAreNamed) {
+  EXPECT_HAS(comm_error("  tls: {cert_file: a.pem, ca_file: ca.pem}\n"), "comm.tls.key_file");
+  EXPECT_HAS(comm_error("  tls: {cert_file: a.pem, key_file: a.key, ca_file: ca.pem, pass: x}\n"), "pass");
+  EXPECT_HAS(comm_error("  transport: shm\n  tls: {cert_file: a.pem, key_file: a.key, ca_file: ca.pem}\n"),
+             "bypass TLS");
+}
+
+}  // namespace
+}  // namespace wcomm
