@@ -1,7 +1,8 @@
 // Bulk goodput through the public Comm API: two processes, one sends `count` tensors of
 // `bytes` each (up to 4 in flight), the other receives them; timed from the first send to the
 // last byte received, as the receiver's acknowledgement reaches the sender.
-// Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp, unix or shm]
+// Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp, unix, shm or tls
+// (comm_pair.h)]
 #include "comm_pair.h"
 
 using namespace wcomm::bench_programs;

@@ -1,7 +1,9 @@
 // Two processes, each with a Comm, connected over the transport named on the command line
 // ("tcp" on loopback, "unix": a socket file in /tmp, or "shm": shared-memory rings set up over
 // such a socket). The parent is the listening side;
-// the child dials it once the parent listens. For the Comm API benchmarks.
+// the child dials it once the parent listens. "tls": tcp with CommConfig::tls, the
+// certificates of nodes echo and ping from $WCOMM_BENCH_TLS_DIR (scripts/make-test-certs.sh).
+// For the Comm API benchmarks.
 #pragma once
 
 #include <sys/wait.h>
@@ -16,13 +18,33 @@
 
 namespace wcomm::bench_programs {
 
+inline int run_comm_pair_configs(const std::string& transport, const CommConfig& config, const CommConfig& dialer_config,
+                                 const std::function<void(Comm&, const Peer&)>& listener,
+                                 const std::function<void(Comm&, const Peer&)>& dialer);
+
 // Runs listener(comm, peer) in the parent and dialer(comm, peer) in a forked child; returns
 // the child's exit status (the dialer measures and prints).
 inline int run_comm_pair(const std::string& transport, const CommConfig& config,
                          const std::function<void(Comm&, const Peer&)>& listener,
                          const std::function<void(Comm&, const Peer&)>& dialer) {
+  if (transport == "tls") {
+    const char* dir = std::getenv("WCOMM_BENCH_TLS_DIR");
+    if (!dir || !*dir) die("transport tls needs WCOMM_BENCH_TLS_DIR (scripts/make-test-certs.sh DIR echo ping)");
+    const auto with_tls = [&](const std::string& node) {
+      CommConfig c = config;
+      c.tls = {std::string(dir) + "/" + node + ".pem", std::string(dir) + "/" + node + ".key", std::string(dir) + "/ca.pem"};
+      return c;
+    };
+    return run_comm_pair_configs("tcp", with_tls("echo"), with_tls("ping"), listener, dialer);
+  }
+  return run_comm_pair_configs(transport, config, config, listener, dialer);
+}
+
+inline int run_comm_pair_configs(const std::string& transport, const CommConfig& config, const CommConfig& dialer_config,
+                                 const std::function<void(Comm&, const Peer&)>& listener,
+                                 const std::function<void(Comm&, const Peer&)>& dialer) {
   if (transport != "tcp" && transport != "unix" && transport != "shm")
-    die("transport must be tcp, unix or shm, got " + transport);
+    die("transport must be tcp, unix, shm or tls, got " + transport);
   const std::string path = "/tmp/wcomm-bench-" + std::to_string(getpid()) + ".sock";
   auto address = [&](std::uint16_t port) {
     return transport == "tcp" ? Address::tcp("127.0.0.1", port) : Address::parse(transport + "://" + path);
@@ -45,7 +67,7 @@ inline int run_comm_pair(const std::string& transport, const CommConfig& config,
   const Address dial = address(port);
   const Address self =
       transport == "tcp" ? Address::tcp("127.0.0.1", 0) : Address::parse(transport + "://" + path + ".child");
-  auto comm = Comm::create(CommSpec{{"ping", "", 0, {self}}, {{"echo", "", 0, {dial}}}, "", config});
+  auto comm = Comm::create(CommSpec{{"ping", "", 0, {self}}, {{"echo", "", 0, {dial}}}, "", dialer_config});
   dialer(*comm, comm->peer("echo"));
   comm->close();
   std::exit(0);

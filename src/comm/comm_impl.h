@@ -130,7 +130,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
-  bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys do not match
+  bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys (or TLS names) do not match
   std::string describe() const { return stream_->describe(); }
   std::string transport_name() const {
     std::string d = describe();  // "shm ...", "unix ...", "tcp ..."

@@ -166,8 +166,10 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
                                                                     "' / connection " + c.connection_id +
                                                                     ", expected '" + expected + "' / " +
                                                                     self->connection_id_});
-    if (auto problem = self->stream_->peer_name_problem(expected))
+    if (auto problem = self->stream_->peer_name_problem(expected)) {
+      self->auth_refused_ = true;  // a certificate does not change on a retry
       return self->finish_handshake(Error{ErrorCode::kConnectionFailed, "peer '" + expected + "' refused: " + *problem});
+    }
     if (auto refused = self->check_acceptor_proof(c.features)) return self->finish_handshake(refused);
     self->accept_features(c.features);  // a V0.1 peer lists none
     self->finish_handshake(std::nullopt);

@@ -37,6 +37,10 @@ std::shared_ptr<const TlsContext> TlsContext::load(const TlsConfig& config) {
   SSL_CTX_set_num_tickets(ctx, 0);
   // Partial writes: a non-blocking write returns after each record the socket took.
   SSL_CTX_set_mode(ctx, SSL_MODE_ENABLE_PARTIAL_WRITE | SSL_MODE_ACCEPT_MOVING_WRITE_BUFFER);
+  // Read ahead: one receive takes many records (not two per record); TlsStream knows when the
+  // bytes OpenSSL holds are only part of a record (tls_stream.cpp, readable_without_socket).
+  SSL_CTX_set_read_ahead(ctx, 1);
+  SSL_CTX_set_default_read_buffer_len(ctx, 256 * 1024);
   if (SSL_CTX_use_certificate_chain_file(ctx, config.cert_file.c_str()) != 1) fail("cert_file", config.cert_file);
   if (SSL_CTX_use_PrivateKey_file(ctx, config.key_file.c_str(), SSL_FILETYPE_PEM) != 1)
     fail("key_file", config.key_file);

@@ -167,7 +167,7 @@ class TlsStream final : public Connection {
       skip = 0;
       while (left > 0) {
         const int n = ssl_call([&] { return SSL_read(ssl_, at, static_cast<int>(std::min<std::size_t>(left, INT_MAX))); },
-                               ec);
+                               ec, true);
         if (n <= 0) return total;
         total += static_cast<std::size_t>(n);
         at += n;
@@ -177,7 +177,8 @@ class TlsStream final : public Connection {
     return total;
   }
   std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
-    const int n = ssl_call([&] { return SSL_peek(ssl_, data, static_cast<int>(std::min<std::size_t>(size, INT_MAX))); }, ec);
+    const int n = ssl_call([&] { return SSL_peek(ssl_, data, static_cast<int>(std::min<std::size_t>(size, INT_MAX))); }, ec,
+                             true);
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
@@ -236,15 +237,18 @@ class TlsStream final : public Connection {
   }
 
  private:
+  // Whether a read would find something without the socket: decrypted bytes, or (read
+  // ahead) whole records OpenSSL took from the socket but has not opened yet. After a read
+  // that wanted more, what OpenSSL holds is part of a record: only the socket can complete it.
   bool decrypted_waiting() {
     std::lock_guard lock(mu_);
-    return failed_.has_value() || SSL_pending(ssl_) > 0;
+    return failed_.has_value() || SSL_pending(ssl_) > 0 || (!starved_ && SSL_has_pending(ssl_));
   }
 
   // One SSL call under mu_: its result if > 0; else 0, with ec set if the stream failed (a
-  // failure is sticky) and want_read_ saying whether it waits for the socket to be readable.
+  // failure is sticky) and *want_read saying whether it waits for the socket to be readable.
   template <class Call>
-  int ssl_call(Call call, std::error_code& ec, bool* want_read = nullptr) {
+  int ssl_call(Call call, std::error_code& ec, bool reading, bool* want_read = nullptr) {
     std::lock_guard lock(mu_);
     if (failed_) {
       ec = *failed_;
@@ -256,8 +260,12 @@ class TlsStream final : public Connection {
     }
     ERR_clear_error();
     const int n = call();
-    if (n > 0) return n;
+    if (n > 0) {
+      if (reading) starved_ = false;
+      return n;
+    }
     const int error = SSL_get_error(ssl_, n);
+    if (reading) starved_ = error == SSL_ERROR_WANT_READ;
     if (error == SSL_ERROR_WANT_READ || error == SSL_ERROR_WANT_WRITE) {
       // (A read that waits for a write happens only if the socket's send buffer cannot take
       // a handshake message, far larger than any: the reader then retries when data comes.)
@@ -322,7 +330,7 @@ class TlsStream final : public Connection {
       if (size == 0) break;
       bool wants_read = false;
       const int n = ssl_call([&, data = data, size = size] { return SSL_write(ssl_, data, static_cast<int>(size)); },
-                             ec, &wants_read);
+                             ec, false, &wants_read);
       if (n <= 0) {
         // OpenSSL keeps the record it could not send and sends it on the next SSL_write.
         std::lock_guard lock(mu_);
@@ -381,6 +389,7 @@ class TlsStream final : public Connection {
   SocketBio bio_state_;
   std::optional<std::error_code> failed_;
   bool pending_write_ = false;  // OpenSSL holds a record that the socket did not take yet
+  bool starved_ = false;        // the last read wanted more from the socket
   char scratch_[kRecord];       // the writer's (one writer at a time)
   std::optional<asio::posix::stream_descriptor> read_watch_, write_watch_;  // loop only
 };
