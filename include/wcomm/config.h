@@ -70,6 +70,9 @@ struct CommConfig {
   // At most this many accepted connections may wait for their handshake at once; one more
   // evicts the oldest (idle or hostile sockets cannot lock real peers out; wcomm).
   std::uint64_t max_pending_handshakes = 256;
+  // And at most this many from one source address: one more evicts that source's oldest, so a
+  // flood from one host cannot push out another host's handshakes (wcomm).
+  std::uint64_t max_pending_handshakes_per_source = 32;
   // How peers are reached (wcomm): "auto" (shared memory with a peer on this host, else the
   // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
   // A peer's own `transport` overrides it.

@@ -34,6 +34,7 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
   fn("transport", c.transport);
   fn("max_pending_handshakes", c.max_pending_handshakes);
+  fn("max_pending_handshakes_per_source", c.max_pending_handshakes_per_source);
   fn("cluster_key", c.cluster_key);  // bytes in Python
   fn("tls_cert_file", c.tls.cert_file);  // Python's CommConfig.tls (a TlsConfig), flattened
   fn("tls_key_file", c.tls.key_file);

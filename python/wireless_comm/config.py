@@ -97,6 +97,7 @@ _INT_FIELDS = (
     "max_peer_unreceived_bytes",
     "recv_busy_poll_us",
     "max_pending_handshakes",
+    "max_pending_handshakes_per_source",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
@@ -168,6 +169,8 @@ class CommConfig:
     transport: str = "auto"
     # At most this many accepted connections wait for their handshake; one more evicts the oldest.
     max_pending_handshakes: int = 256
+    # ... and at most this many from one source address (one more evicts that source's oldest).
+    max_pending_handshakes_per_source: int = 32
     # Cluster key (bytes, at least 16): every connection proves both ends know it; peers
     # without it are refused (docs/python.md). b"": none (WCOMM_CLUSTER_KEY_FILE may give one).
     cluster_key: bytes = field(default=b"", repr=False)

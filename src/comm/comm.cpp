@@ -65,8 +65,22 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
   return found == peers.end() ? nullptr : found->second.get();
 }
 
+namespace {
+
+// The host a connection comes from, for the per-source bound: the remote address without its
+// port ("tcp 1.2.3.4:5 <-> 6.7.8.9:10" -> "6.7.8.9"); one source for same-host transports.
+std::string source_of(const std::string& description) {
+  const auto arrow = description.find(" <-> ");
+  if (arrow == std::string::npos) return "this host";
+  std::string remote = description.substr(arrow + 5);
+  return remote.substr(0, remote.rfind(':'));
+}
+
+}  // namespace
+
 void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
+  evict_from_source(source_of(connection->describe()));
   evict_oldest_handshakes();
   handshaking.insert(connection);
   handshake_order.push_back(connection);
@@ -80,6 +94,24 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
     stats.connections_accepted.fetch_add(1, std::memory_order_relaxed);
     connection->peer()->add_connection(connection);
   });
+}
+
+// At max_pending_handshakes_per_source from one source, that source's oldest goes: a flood from
+// one host then cannot evict another host's handshakes (the total bound below still holds).
+void Comm::Impl::evict_from_source(const std::string& source) {
+  std::shared_ptr<Connection> oldest;
+  std::uint64_t pending = 0;
+  for (const auto& weak : handshake_order) {
+    auto c = weak.lock();
+    if (!c || !handshaking.count(c) || source_of(c->describe()) != source) continue;
+    if (!oldest) oldest = c;
+    ++pending;
+  }
+  if (pending < spec.comm.max_pending_handshakes_per_source || !oldest) return;
+  ++handshakes_evicted;
+  oldest->fail({ErrorCode::kConnectionFailed, "dropped: " + std::to_string(pending) + " connections from " + source +
+                                                  " were waiting for their handshake (max_pending_handshakes_per_source)"},
+               true);
 }
 
 // At max_pending_handshakes, the connection that has waited longest for its handshake goes:

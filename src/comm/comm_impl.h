@@ -188,6 +188,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   Clock::time_point last_heard_{};
   // The frame being read into a recv_into's tensors (the reading owner's).
   std::shared_ptr<RecvWaiter> frame_into_;
+  // The frame being read, as charged to the peer's inbound bound (exchanged to 0 on release:
+  // the reader and the loop's fail() may both release it).
+  std::atomic<std::uint64_t> partial_charge_{0};
+  void release_partial_charge();
   std::optional<std::string> into_mismatch_;
 };
 
@@ -246,8 +250,13 @@ class PeerState {
   // connection is free to write; an ACK came for message_ids this side sent.
   void queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id);
   void on_acks(const std::vector<std::uint64_t>& message_ids);
-  // Inbound bound: true if the connection must pause until the application drains.
+  // Inbound bound: true if the connection must pause until the application drains. Frames
+  // being read count from when their storage is allocated (charge_partial) until they are
+  // delivered or dropped (release_partial; any thread): connections that each hold most of a
+  // large frame cannot pin memory past the bound.
   bool pause_if_full(const std::shared_ptr<Connection>& connection);
+  void charge_partial(std::uint64_t bytes);
+  void release_partial(std::uint64_t bytes);
   void close_all(const Error& error);
 
  private:
@@ -313,6 +322,7 @@ class PeerState {
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;
   std::uint64_t unreceived_messages_ = 0;
+  std::uint64_t partial_bytes_ = 0;  // frames being read, storage allocated
   std::vector<std::shared_ptr<Connection>> paused_;
   std::optional<Error> unreported_error_;  // a refused frame's error that no recv has seen yet
   // The connection a blocked caller may read itself: the only one, else none.
@@ -374,6 +384,7 @@ struct Comm::Impl {
   PeerState* find_peer(std::string_view node_id) const;
   void on_accepted(std::unique_ptr<transport::Connection> stream);
   void evict_oldest_handshakes();
+  void evict_from_source(const std::string& source);
   void close_from_loop();
 };
 

@@ -329,11 +329,14 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   codec_lock.unlock();
   if (!decoded) return decoded;  // the reader fails; abandon_frame completes `into`
   into_mismatch_ = std::move(into_mismatch);
+  peer_->charge_partial(header.frame_bytes());
+  partial_charge_.store(header.frame_bytes());
   return decoded;
 }
 
 void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
   const FrameHeader& header = frame.header;
+  release_partial_charge();  // delivered next (and counted as unreceived if nobody waits)
   Received message{std::move(frame.data->root), std::move(frame.data->piggypayload), header.message_id,
                    header.frame_bytes()};
   impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
@@ -376,7 +379,12 @@ bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()
 
 bool Connection::others_waiting() { return peer_->recvs_waiting(); }
 
+void Connection::release_partial_charge() {
+  if (const std::uint64_t charged = partial_charge_.exchange(0)) peer_->release_partial(charged);
+}
+
 void Connection::abandon_frame(const Error& why, Later& later) {
+  release_partial_charge();
   auto into = std::move(frame_into_);
   frame_into_.reset();
   // (Runs on the loop or on the last reader's thread: complete_into_waiter hands over.)

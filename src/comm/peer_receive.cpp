@@ -239,11 +239,26 @@ void PeerState::post_in_order(std::function<void()> fn) {
 bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
   const CommConfig& c = impl_.spec.comm;
   std::lock_guard lock(recv_mutex_);
-  if (unreceived_messages_ < c.max_peer_unreceived_messages && unreceived_bytes_ < c.max_peer_unreceived_bytes)
+  if (unreceived_messages_ < c.max_peer_unreceived_messages &&
+      unreceived_bytes_ + partial_bytes_ < c.max_peer_unreceived_bytes)
     return false;
   paused_.push_back(connection);
   any_paused_.store(true, std::memory_order_release);
   return true;
+}
+
+void PeerState::charge_partial(std::uint64_t bytes) {
+  std::lock_guard lock(recv_mutex_);
+  partial_bytes_ += bytes;
+}
+
+void PeerState::release_partial(std::uint64_t bytes) {
+  if (bytes == 0) return;
+  {
+    std::lock_guard lock(recv_mutex_);
+    partial_bytes_ -= bytes;
+  }
+  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
 }
 
 void PeerState::resume_paused() {
@@ -252,7 +267,7 @@ void PeerState::resume_paused() {
   {
     std::lock_guard lock(recv_mutex_);
     if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
-        unreceived_bytes_ >= c.max_peer_unreceived_bytes)
+        unreceived_bytes_ + partial_bytes_ >= c.max_peer_unreceived_bytes)
       return;
     paused = std::move(paused_);
     paused_.clear();

@@ -170,6 +170,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if ((p = check_range("max_pending_handshakes", c.max_pending_handshakes, 1, 1'000'000,
                        "between 1 and 1000000")))
     return p;
+  if ((p = check_range("max_pending_handshakes_per_source", c.max_pending_handshakes_per_source, 1, 1'000'000,
+                       "between 1 and 1000000")))
+    return p;
   if (!c.cluster_key.empty() && c.cluster_key.size() < 16)
     return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
                                             std::to_string(c.cluster_key.size())};
@@ -475,7 +478,7 @@ const std::vector<std::string_view>& comm_keys() {
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
       "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
       "transport",                "cluster_key_file",             "max_pending_handshakes",
-      "tls"};
+      "tls",                      "max_pending_handshakes_per_source"};
   return keys;
 }
 
@@ -516,6 +519,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "max_peer_unreceived_bytes") integer_field = &c.max_peer_unreceived_bytes;
     else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
     else if (key == "max_pending_handshakes") integer_field = &c.max_pending_handshakes;
+    else if (key == "max_pending_handshakes_per_source") integer_field = &c.max_pending_handshakes_per_source;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
