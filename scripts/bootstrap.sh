@@ -13,6 +13,7 @@ packages=(
   libzmq3-dev cppzmq-dev
   iperf3 iproute2 iputils-ping procps openssl
   openmpi-bin
+  clang-14 libclang-rt-14-dev
 )
 
 missing=()

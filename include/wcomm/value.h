@@ -36,7 +36,7 @@ struct List {
   std::vector<Value> items;
   List() = default;
   List(std::initializer_list<Value> init);
-  explicit List(std::vector<Value> v) : items(std::move(v)) {}
+  explicit List(std::vector<Value> v);  // (out of line: Value is incomplete here, for clang)
   friend bool operator==(const List& a, const List& b);
 };
 
@@ -44,7 +44,7 @@ struct Tuple {
   std::vector<Value> items;
   Tuple() = default;
   Tuple(std::initializer_list<Value> init);
-  explicit Tuple(std::vector<Value> v) : items(std::move(v)) {}
+  explicit Tuple(std::vector<Value> v);
   friend bool operator==(const Tuple& a, const Tuple& b);
 };
 
@@ -53,7 +53,7 @@ struct Dict {
   std::vector<std::pair<Value, Value>> items;
   Dict() = default;
   Dict(std::initializer_list<std::pair<Value, Value>> init);
-  explicit Dict(std::vector<std::pair<Value, Value>> v) : items(std::move(v)) {}
+  explicit Dict(std::vector<std::pair<Value, Value>> v);
   // The value under a string key, or nullptr.
   const Value* find(std::string_view key) const;
   friend bool operator==(const Dict& a, const Dict& b);

@@ -12,6 +12,9 @@ namespace wcomm {
 List::List(std::initializer_list<Value> init) : items(init) {}
 Tuple::Tuple(std::initializer_list<Value> init) : items(init) {}
 Dict::Dict(std::initializer_list<std::pair<Value, Value>> init) : items(init) {}
+List::List(std::vector<Value> v) : items(std::move(v)) {}
+Tuple::Tuple(std::vector<Value> v) : items(std::move(v)) {}
+Dict::Dict(std::vector<std::pair<Value, Value>> v) : items(std::move(v)) {}
 
 const Value* Dict::find(std::string_view key) const {
   for (const auto& [k, v] : items)
