@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every test: the C++ suites (ctest), the Python suite (pytest, when present), then the
-# same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer. Installs what it needs.
-# WCOMM_SKIP_SANITIZERS=1 skips the sanitizer pass. WCOMM_LONG_TESTS=1 makes the codec fuzz
+# same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer and under
+# ThreadSanitizer, then a short libFuzzer pass (scripts/fuzz.sh). Installs what it needs.
+# WCOMM_SKIP_SANITIZERS=1 skips the sanitizer passes. WCOMM_LONG_TESTS=1 also fuzzes long
+# (at least 10^7 inputs). WCOMM_LONG_TESTS=1 makes the codec fuzz
 # long (400000 mutated frames from a fresh seed, printed; WCOMM_FUZZ_SEED=N replays one) and
 # the receive-path ping-pong a soak (100000 round trips), and runs the sessions soak (16 peers
 # in 4 processes with restarts) for 10 minutes instead of 30 s.
@@ -34,4 +36,15 @@ if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   echo "== ctest under ASan + UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      ctest --output-on-failure -j2 --timeout 600)
+  echo "== build (TSan)"
+  bash scripts/build.sh build-tsan thread wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
+    wcomm_transfer_tests xfer_cache wcomm_mesh_tests
+  echo "== ctest under TSan"
+  supp="$PWD/tests/tsan.supp"  # third-party code only, each with the reason
+  (cd build-tsan && TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$supp" \
+     ctest --output-on-failure -j2 --timeout 900)
 fi
+
+# libFuzzer (docs/testing.md, "Fuzzing"): about a minute, or at least 10^7 inputs when long.
+echo "== fuzz"
+if [ "${WCOMM_LONG_TESTS:-0}" = 1 ]; then bash scripts/fuzz.sh long; else bash scripts/fuzz.sh short; fi
