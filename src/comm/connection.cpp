@@ -48,7 +48,9 @@ void Connection::read_handshake_frame(std::function<void(Frame)> next) {
   }
   stream_->async_wait_readable([self = shared_from_this(), next = std::move(next)](std::error_code ec) mutable {
     if (ec == asio::error::operation_aborted || self->failed_) return;
-    self->read_handshake_frame(std::move(next));  // the read finds and reports other errors
+    // A wait that failed (no descriptor left to watch with) would fail again at once: no spin.
+    if (ec) return self->fail({ErrorCode::kConnectionFailed, "cannot wait for the handshake: " + ec.message()}, false);
+    self->read_handshake_frame(std::move(next));  // the read finds and reports the end of the stream
   });
 }
 

@@ -123,12 +123,15 @@ void ReadOwner::arm() {
   if (closed_ || armed_) return;
   armed_ = true;
   connection_.async_wait_readable([this, life = life_](std::error_code ec) {
-    // Aborted: whoever stopped the wait has cleared armed_ (or the stream is closed). Other
-    // errors and the end of the stream are the reader's to find and report.
+    // Aborted: whoever stopped the wait has cleared armed_ (or the stream is closed). The end
+    // of the stream is the reader's to find and report; an error of the wait itself (no
+    // descriptor left to watch with) would only come back on the next wait: it ends the
+    // connection, rather than spin.
     if (ec == asio::error::operation_aborted) return;
     auto keep = life.lock();
     if (!keep) return;
     armed_ = false;
+    if (ec) return sink_.on_read_failed({ErrorCode::kConnectionClosed, "cannot wait for the connection: " + ec.message()});
     read_from_loop();
   });
 }

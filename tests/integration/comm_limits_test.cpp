@@ -169,7 +169,9 @@ TEST(CommLimits, FramesBeingReadCountAgainstTheInboundBound) {
   }
   for (auto& t : senders) t.join();
   const std::uint64_t grown = rss_bytes() > before ? rss_bytes() - before : 0;
+#if !defined(__SANITIZE_THREAD__)  // (TSan's shadow memory is several times what it shadows)
   EXPECT_LT(grown, 400ull << 20) << "node-b holds " << (grown >> 20) << " MiB of partly read frames";
+#endif
   EXPECT_LT(sent_total.load(), 600ull << 20) << "node-b read on past its inbound bound";
   for (int fd : fds) ::close(fd);
 }
