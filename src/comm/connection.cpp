@@ -416,6 +416,7 @@ void Connection::fail(const Error& error, bool local) {
   if (!local && error.code == ErrorCode::kProtocol)
     spdlog::warn("wcomm[{}]: dropping {}: {}", impl_.spec.local.node_id, stream_->describe(), error.message);
   if (!established_) {
+    if (reader_.peer_speaks_tls()) auth_refused_ = true;  // a plain node and a TLS one: no retry helps
     stream_->close();
     if (handshake_done_) {
       auto done = std::move(handshake_done_);

@@ -9,8 +9,7 @@ FrameReader::FrameReader(transport::Connection& connection, const CommConfig& li
 Error FrameReader::read_error(std::error_code ec, const char* what) const {
   const bool mid_frame = !between_frames();
   // A TLS alert record (0x15 0x03...) is shorter than a frame header: a TLS node's refusal.
-  if (ec == asio::error::eof && stage_ == Stage::kHeader && stage_bytes_ >= 2 && header_bytes_[0] == 0x15 &&
-      header_bytes_[1] == 0x03)
+  if ((ec == asio::error::eof || ec == asio::error::connection_reset) && peer_speaks_tls())
     return {ErrorCode::kProtocol, who_ + " speaks TLS (comm.tls is set there) and refused this plain connection: "
                                          "set comm.tls on this node too"};
   if (ec == asio::error::eof || ec == asio::error::connection_reset || ec == asio::error::broken_pipe) {

@@ -49,6 +49,12 @@ class FrameReader {
   const std::string& peer_name() const { return who_; }
   bool failed() const { return error_.has_value(); }
   bool between_frames() const { return stage_ == Stage::kHeader && stage_bytes_ == 0; }
+  // The peer answered with a TLS record where a frame header belongs (it has comm.tls and
+  // this node has not): a retry would get the same answer.
+  bool peer_speaks_tls() const {
+    return stage_ == Stage::kHeader && stage_bytes_ >= 2 && (header_bytes_[0] == 0x15 || header_bytes_[0] == 0x16) &&
+           header_bytes_[1] == 0x03;
+  }
   // Any thread: bytes read so far (liveness: the loop watches it move).
   std::uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
 

@@ -279,6 +279,11 @@ class TlsStream final : public Connection {
       // which its frame reader recognises: both sides then say what is wrong.
       static const unsigned char kAlert[] = {0x15, 0x03, 0x03, 0x00, 0x02, 0x02, 0x46};
       ::send(bio_state_.fd, kAlert, sizeof kAlert, MSG_DONTWAIT | MSG_NOSIGNAL);
+      // The rest of its HELLO is read and dropped: closing a socket with unread bytes resets
+      // the connection, and the peer could lose the alert.
+      char drop[4096];
+      while (::recv(bio_state_.fd, drop, sizeof drop, MSG_DONTWAIT) > 0) {
+      }
     }
     ERR_clear_error();
     return 0;
