@@ -144,7 +144,10 @@ template <ReduceOp Op>
 }
 
 // One entry point per instruction set: x86-64 gets an AVX2 + F16C clone chosen at load time.
-#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__)
+// Not under the sanitizers: the clone's resolver runs before their runtimes start (under TSan
+// it crashes the program while it loads).
+#if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
+    !defined(__SANITIZE_THREAD__)
 #define WCOMM_KERNEL_CLONES __attribute__((target_clones("arch=haswell", "default")))
 #else
 #define WCOMM_KERNEL_CLONES
