@@ -215,7 +215,11 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (const char* file = std::getenv("WCOMM_CLUSTER_KEY_FILE"); file && *file)
       spec.comm.cluster_key = read_cluster_key_file(file);
   spec.comm.validate();
-  spdlog::default_logger_raw();  // spdlog's registry is made here, not by two loops at once
+  // spdlog's registry is made here, not by two loops at once; through a static of our own, so
+  // that every later Comm (and its loop thread) visibly comes after it, for TSan too: spdlog's
+  // own once-only initialisation is inside its (uninstrumented) library.
+  static spdlog::logger* const logger = spdlog::default_logger_raw();
+  (void)logger;
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
   auto impl = std::make_shared<Impl>(std::move(spec));
