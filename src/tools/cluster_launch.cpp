@@ -112,15 +112,18 @@ class Launch {
     if (j.stderr_lines.size() > 200) j.stderr_lines.erase(j.stderr_lines.begin());
     if (line.find(kListeningMarker) != std::string::npos) {
       ++j.listening_ranks;
-      if (!j.listening) say(j.name + ": listening" + (line.find(": ranks") != std::string::npos ? line.substr(line.find(": ranks")) : ""));
+      static const std::regex kMarker(R"((?:ranks (\S+) )?listening \(pid (\d+)\))");
+      std::smatch m;
+      if (!j.listening && std::regex_search(line, m, kMarker))
+        say(j.name + ": listening (" + (m[1].matched ? "ranks " + m[1].str() + ", " : std::string()) + "pid " + m[2].str() + ")");
       j.listening = true;
       j.state = "running";
       return;
     }
     // The controller's per-(collective, size) lines: progress and an estimate of time left.
-    static const std::regex kCell(R"(multirank: (rank \d+ \S+ \d+ B: p50 \S+ ms))");
+    static const std::regex kCell(R"(multirank: (rank 0 \S+ \d+ B: p50 \S+ ms))");
     std::smatch m;
-    if (std::regex_search(line, m, kCell)) {
+    if ((j.name == t_.controller || o_.launcher != "ssh") && std::regex_search(line, m, kCell)) {
       ++cells_done_;
       double elapsed = std::chrono::duration<double>(Clock::now() - running_since_).count();
       double estimate = cells_done_ ? elapsed / cells_done_ * (cells_ - cells_done_) : 0;
