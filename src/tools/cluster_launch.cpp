@@ -60,6 +60,7 @@ struct Job {
   std::unique_ptr<ChildProcess> child;
   bool listening = false;
   int listening_ranks = 0;
+  std::string pid;  // the worker's, from its listening line
   std::string state = "not started";  // starting, running, finished, failed, stopped
   std::vector<std::string> stderr_lines;
 };
@@ -114,7 +115,8 @@ class Launch {
       ++j.listening_ranks;
       static const std::regex kMarker(R"((?:ranks (\S+) )?listening \(pid (\d+)\))");
       std::smatch m;
-      if (!j.listening && std::regex_search(line, m, kMarker))
+      if (std::regex_search(line, m, kMarker)) j.pid = m[2].str();
+      if (!j.listening && m.size() > 2 && m[2].matched)
         say(j.name + ": listening (" + (m[1].matched ? "ranks " + m[1].str() + ", " : std::string()) + "pid " + m[2].str() + ")");
       j.listening = true;
       j.state = "running";
@@ -192,19 +194,30 @@ class Launch {
   static std::string reason_of(const Job& j) {
     const std::string exit = j.child->describe_exit();
     std::string reason;
-    for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
-      if (it->find(": error: ") != std::string::npos) reason = *it;
-    for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
-      if (it->find("ssh: ") != std::string::npos || it->find("scp: ") != std::string::npos ||
-          it->find("Permission denied") != std::string::npos)
-        reason = *it;
+    auto last_with = [&](std::initializer_list<const char*> needles) {
+      for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
+        for (const char* needle : needles)
+          if (it->find(needle) != std::string::npos) {
+            reason = *it;
+            break;
+          }
+    };
+    last_with({": error: "});
+    last_with({"ssh: "});
+    last_with({"scp: ", "Permission denied"});
     for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
       if (!it->empty() && it->find(kListeningMarker) == std::string::npos && it->find("multirank: rank") == std::string::npos)
         reason = *it;
+    while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
     const int code = j.child->exit_code();
     std::string how = exit;
     if (code > 128 && code < 255 && WIFEXITED(j.child->raw_status()))
       how += " (the worker was killed by signal " + std::to_string(code - 128) + ")";
+    // ssh says 255 without a word when the remote command died of a signal (sshd reports the
+    // signal, not a status) or the connection dropped.
+    if (reason.empty() && code == 255 && !j.name.starts_with("copy "))
+      return "the SSH session ended without an exit status (ssh exit status 255): the worker" +
+             (j.pid.empty() ? std::string() : " (pid " + j.pid + ")") + " was killed by a signal, or the connection dropped";
     return reason.empty() ? "the worker ended with " + how : reason + " [" + how + "]";
   }
 

@@ -140,6 +140,12 @@ int run_sweep(const SweepOptions& o) {
       resumed = true;
       ++skipped;
     } else {
+      if (launch_interrupted()) {
+        write_summary(position);
+        say("interrupted before " + tag + "; run the same command again to finish the " +
+            std::to_string(order.size() - position) + " cells left");
+        return 130;
+      }
       say(tag + ": launching (base port " + std::to_string(port) + ")");
       LaunchOutcome outcome;
       try {
