@@ -102,6 +102,7 @@ int run_cluster(int argc, char** argv) {
   bool resume = false;
   sweep_cmd->add_flag("--resume", resume, "V0.1's flag: skip finished cells (wcomm always does for the same sweep)");
   sweep_cmd->add_flag("--restart", so.restart, "wcomm: forget finished cells and run them all again");
+  sweep_cmd->add_flag("--dry-run", so.dry_run, "wcomm: print the cells in run order with their configs; run nothing");
   add_launcher_options(sweep_cmd, so.launch);
 
   if (auto code = parse_command_line(app, argc, argv)) return *code;

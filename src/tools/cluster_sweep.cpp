@@ -79,6 +79,17 @@ int run_sweep(const SweepOptions& o) {
     if (o.payload_bytes > 0) v.payload_bytes = o.payload_bytes;
   const std::vector<std::size_t> order = cluster::python_shuffle_order(variants.size(), o.seed);
 
+  if (o.dry_run) {
+    nlohmann::json cells = nlohmann::json::array();
+    for (std::size_t position = 0; position < order.size(); ++position) {
+      const cluster::SweepVariant& v = variants[order[position]];
+      YAML::Emitter emitter;
+      emitter << cluster::variant_config(base, v, o.first_port + 8 * static_cast<int>(position), o.rounds, o.warmup_rounds);
+      cells.push_back({{"name", v.name}, {"suite", v.suite}, {"config", emitter.c_str()}});
+    }
+    std::cout << nlohmann::json({{"seed", o.seed}, {"cells", cells}}).dump(2) << std::endl;
+    return 0;
+  }
   const fs::path dir(o.output_dir);
   fs::create_directories(dir / "configs");
   fs::create_directories(dir / "reports");

@@ -22,6 +22,7 @@ struct SweepOptions {
   double launch_timeout = 1800;
   std::int64_t payload_bytes = 0;  // wcomm: every cell's payload size (0: V0.1's 1 or 4 MiB)
   bool restart = false;            // wcomm: forget finished cells and run every cell again
+  bool dry_run = false;            // wcomm: print the cells in run order with their configs; run nothing
   LaunchOptions launch;            // launcher, hostfile, launcher arguments, quiet
 };
 
