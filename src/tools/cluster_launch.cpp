@@ -116,7 +116,7 @@ class Launch {
       static const std::regex kMarker(R"((?:ranks (\S+) )?listening \(pid (\d+)\))");
       std::smatch m;
       if (std::regex_search(line, m, kMarker)) j.pid = m[2].str();
-      if (!j.listening && m.size() > 2 && m[2].matched)
+      if (!j.listening && m.size() > 2 && m[2].matched && o_.launcher == "ssh")
         say(j.name + ": listening (" + (m[1].matched ? "ranks " + m[1].str() + ", " : std::string()) + "pid " + m[2].str() + ")");
       j.listening = true;
       j.state = "running";
@@ -375,17 +375,25 @@ LaunchOutcome Launch::run_batch(const cluster::BatchPlan& plan) {
     const int sig = g_interrupt_signal;
     if (sig || left_s() <= 0 || failed_order_.empty()) return stop_and_report("running the benchmark");
     stop_all();
-    static const std::regex kRankError(R"(cluster rank (\d+) on (\S+): (error|stopped, a peer failed): (.*))");
+    // In order: a rank's own error; the launcher's word on a rank that died (mpirun: "noticed
+    // that process rank 2 with PID 7 on node n1 exited on signal 9 (Killed)", srun: "srun:
+    // error: n1: task 2: Killed"); a rank that stopped because a peer failed.
+    static const std::regex kRankError(R"(cluster rank (\d+) on (\S+): error: (.*))");
+    static const std::regex kMpirunDied(R"(process rank (\d+) with PID \d+ on node (\S+) (exited on signal .*))");
+    static const std::regex kSrunDied(R"(srun: error: (\S+): tasks? ([\d,-]+): (.*))");
+    static const std::regex kRankStopped(R"(cluster rank (\d+) on (\S+): stopped, a peer failed: (.*))");
     std::string node, reason;
-    for (int pass = 0; pass < 2 && node.empty(); ++pass)
+    for (const std::regex* pattern : {&kRankError, &kMpirunDied, &kSrunDied, &kRankStopped}) {
       for (auto& line : job.stderr_lines) {
         std::smatch m;
-        if (std::regex_search(line, m, kRankError) && (pass == 1 || m[3] == "error")) {
-          node = m[2].str();
-          reason = "rank " + m[1].str() + ": " + m[4].str();
-          break;
-        }
+        if (!std::regex_search(line, m, *pattern)) continue;
+        const bool srun = pattern == &kSrunDied;
+        node = srun ? m[1].str() : m[2].str();
+        reason = "rank " + (srun ? m[2].str() : m[1].str()) + ": " + m[3].str();
+        break;
       }
+      if (!node.empty()) break;
+    }
     if (node.empty()) return fail(std::nullopt, plan.argv.front() + " failed: " + reason_of(job), 1);
     return fail(node, reason + " [" + plan.argv.front() + " " + job.child->describe_exit() + "]", 1);
   }
