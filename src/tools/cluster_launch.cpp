@@ -118,6 +118,9 @@ class Launch {
       if (std::regex_search(line, m, kMarker)) j.pid = m[2].str();
       if (!j.listening && m.size() > 2 && m[2].matched && o_.launcher == "ssh")
         say(j.name + ": listening (" + (m[1].matched ? "ranks " + m[1].str() + ", " : std::string()) + "pid " + m[2].str() + ")");
+      if (!j.listening && o_.launcher == "ssh" && j.name == t_.controller)
+        say("running: all " + std::to_string(t_.nodes.size()) + " nodes, " + std::to_string(cells_) + " measurements to make, " +
+            std::to_string(static_cast<int>(left_s())) + " s left before the timeout");
       j.listening = true;
       j.state = "running";
       return;

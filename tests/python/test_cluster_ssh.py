@@ -197,3 +197,27 @@ def test_sweep_interrupted_after_two_cells_resumes_the_rest_only(net, tmp_path):
     page = tmp_path / "page.html"
     r = subprocess.run([WCOMM, "report", str(out / "summary.json"), "-o", str(page)], capture_output=True, text=True, timeout=30)
     assert r.returncode == 0 and "plot-sweep-completion" in page.read_text()
+
+
+def test_v01_worker_command_runs_the_python_module_on_a_node(net, tmp_path):
+    """A node without `wcomm:` gets V0.1's remote command (PYTHONPATH=src python -m
+    wireless_comm.cluster_benchmark worker ...): the package there runs the wcomm it ships."""
+    import wireless_comm
+    src = os.path.join(net.workdir("d"), "src")
+    os.makedirs(src, exist_ok=True)
+    link = os.path.join(src, "wireless_comm")
+    if not os.path.exists(link):
+        os.symlink(os.path.dirname(wireless_comm.__file__), link)
+    if not os.access(os.path.join(link, "_bin", "wcomm"), os.X_OK):
+        pytest.skip("the wireless_comm package here ships no wcomm executable (_bin/wcomm)")
+    text = open(net.topology()).read().replace(f"    workdir: {net.workdir('d')}\n    wcomm: {WCOMM}\n",
+                                               f"    workdir: {net.workdir('d')}\n    python: /usr/bin/python3\n")
+    topo = tmp_path / "python-node.yaml"
+    topo.write_text(text)
+    p = net.wcomm("cluster", "launch", "--config", str(topo), "--timeout", "60")
+    report, err = report_of(p)
+    assert p.returncode == 0, err
+    assert [r["rank"] for r in report["rank_results"]] == [0, 1, 2, 3]
+    sessions = [c for c in net.logged_commands() if c[0] == "ssh" and c[1] == net.alias("d")]
+    assert sessions and "PYTHONPATH=src /usr/bin/python3 -m wireless_comm.cluster_benchmark worker" in sessions[0][-1]
+    assert "running: all 4 nodes" in err
