@@ -7,6 +7,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <stdexcept>
 
@@ -39,6 +40,7 @@ void drain(int& fd, std::string& into) {
 }  // namespace
 
 ChildProcess::ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment) {
+  if (argv.empty()) throw std::runtime_error("ChildProcess: no program to run");
   int in[2], out[2], err[2];
   make_pipe(in);
   make_pipe(out);

@@ -15,8 +15,9 @@ namespace wcomm::cluster {
 
 class ChildProcess {
  public:
-  // Starts argv[0] (searched in PATH) with the given extra environment variables.
-  // Throws std::runtime_error when it cannot be started.
+  // Starts argv[0] (searched in PATH) with the given extra environment variables. Throws
+  // std::runtime_error for an empty argv or when no process can be made; a program that
+  // cannot be executed ends with status 127, saying why on its stderr.
   ChildProcess(const std::vector<std::string>& argv, const std::map<std::string, std::string>& environment = {});
   ~ChildProcess();  // kills and reaps a child still running
   ChildProcess(const ChildProcess&) = delete;

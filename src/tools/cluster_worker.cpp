@@ -251,8 +251,12 @@ int run_cluster_worker(const cluster::ClusterTopology& t, const std::string& nod
       nlohmann::json nodes = {{node_id, side}};
       for (const auto& n : t.nodes) {
         if (n.node_id == node_id) continue;
-        Received got = coord->recv(coord->peer("rank-" + std::to_string(n.coordinator_rank())),
-                                   {.tag = kControlTag, .timeout = timeout}).get();
+        const Peer& from = coord->peer("rank-" + std::to_string(n.coordinator_rank()));
+        Received got = coord->recv(from, {.tag = kControlTag, .timeout = timeout}).get();
+        // A retried ready whose first attempt also arrived is still queued ahead of the results
+        // (V0.1 then fails; v01-collectives-cluster.md 2.7): skip it.
+        while (got.value == Value(Dict{{"op", "ready"}, {"node_id", n.node_id}}))
+          got = coord->recv(from, {.tag = kControlTag, .timeout = timeout}).get();
         nlohmann::json remote = bench::value_to_json(got.value);
         if (!is_op(got.value, "results") || remote.value("node_id", "") != n.node_id || !got.piggypayload.is_none())
           throw ProtocolError("node '" + n.node_id + "' sent invalid results");
