@@ -385,11 +385,17 @@ LaunchOutcome Launch::run_batch(const cluster::BatchPlan& plan) {
     static const std::regex kMpirunDied(R"(process rank (\d+) with PID \d+ on node (\S+) (exited on signal .*))");
     static const std::regex kSrunDied(R"(srun: error: (\S+): tasks? ([\d,-]+): (.*))");
     static const std::regex kRankStopped(R"(cluster rank (\d+) on (\S+): stopped, a peer failed: (.*))");
+    // srun also lists the ranks that exited 3 (they stopped because a peer failed): those last.
+    auto peer_stop = [](const std::string& line) {
+      return line.find("exit code " + std::to_string(kExitPeerFailed)) != std::string::npos;
+    };
     std::string node, reason;
-    for (const std::regex* pattern : {&kRankError, &kMpirunDied, &kSrunDied, &kRankStopped}) {
+    const std::vector<std::pair<const std::regex*, bool>> searches = {
+        {&kRankError, false}, {&kMpirunDied, false}, {&kSrunDied, true}, {&kRankStopped, false}, {&kSrunDied, false}};
+    for (const auto& [pattern, skip_peer_stops] : searches) {
       for (auto& line : job.stderr_lines) {
         std::smatch m;
-        if (!std::regex_search(line, m, *pattern)) continue;
+        if (!std::regex_search(line, m, *pattern) || (skip_peer_stops && peer_stop(line))) continue;
         const bool srun = pattern == &kSrunDied;
         node = srun ? m[1].str() : m[2].str();
         reason = "rank " + (srun ? m[2].str() : m[1].str()) + ": " + m[3].str();
