@@ -139,6 +139,21 @@ def test_worker_killed_mid_run_is_named_and_every_other_worker_stopped(net):
     assert all(states[f"node-{x}"] != "finished" for x in "abd"), states
 
 
+def test_worker_error_is_carried_into_the_report_and_the_others_stopped(net, tmp_path):
+    text = open(net.topology()).read()
+    topo = tmp_path / "bad-interface.yaml"
+    topo.write_text(text.replace(f"    host: {net.ip['c']}\n    ranks: [2]\n    ssh_alias: {net.alias('c')}\n    interface: eth0",
+                                 f"    host: {net.ip['c']}\n    ranks: [2]\n    ssh_alias: {net.alias('c')}\n    interface: wcl-nope"))
+    assert "wcl-nope" in topo.read_text()
+    p = net.wcomm("cluster", "launch", "--config", str(topo), "--timeout", "60")
+    report, err = report_of(p)
+    assert p.returncode == 1, err
+    assert report["failure"]["node"] == "node-c"
+    assert "network interface 'wcl-nope' does not exist" in report["failure"]["reason"]
+    assert report["nodes_status"]["node-a"]["state"] == "not started"  # the controller never started
+    assert all(report["nodes_status"][n]["state"].startswith("stopped") for n in ("node-b", "node-d")), report["nodes_status"]
+
+
 def test_ctrl_c_stops_every_worker_and_says_so(net):
     topo = net.topology(rounds=20000, sizes=[1024], collectives=["barrier"], timeout=60)
     p = net.wcomm("cluster", "launch", "--config", topo, "--timeout", "90")
