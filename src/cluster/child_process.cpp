@@ -112,8 +112,16 @@ std::vector<std::string> ChildProcess::pump() {
 }
 
 bool ChildProcess::poll_exit() {
-  if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) exited_ = true;
-  return exited_ && out_fd_ < 0 && err_fd_ < 0;
+  if (!exited_ && ::waitpid(pid_, &status_, WNOHANG) == pid_) {
+    exited_ = true;
+    exited_at_ = std::chrono::steady_clock::now();
+  }
+  return finished();
+}
+
+bool ChildProcess::finished() const {
+  if (!exited_) return false;
+  return (out_fd_ < 0 && err_fd_ < 0) || std::chrono::steady_clock::now() - exited_at_ > std::chrono::seconds(2);
 }
 
 int ChildProcess::exit_code() const {

@@ -7,6 +7,7 @@
 #include <sys/types.h>
 #include <sys/wait.h>
 
+#include <chrono>
 #include <map>
 #include <string>
 #include <vector>
@@ -26,8 +27,10 @@ class ChildProcess {
   pid_t pid() const { return pid_; }
   // Reads what is available (non-blocking); returns complete new stderr lines.
   std::vector<std::string> pump();
-  // Reaps the child if it has exited; true once it has (and its output is drained).
+  // Reaps the child if it has exited; true once finished(): it has exited and its output is
+  // drained (or, should something it left behind hold the pipes open, 2 s after its exit).
   bool poll_exit();
+  bool finished() const;
   bool exited() const { return exited_; }
   int raw_status() const { return status_; }
   bool succeeded() const { return exited_ && WIFEXITED(status_) && WEXITSTATUS(status_) == 0; }
@@ -46,6 +49,7 @@ class ChildProcess {
   std::string out_, err_, partial_;
   bool exited_ = false;
   int status_ = 0;
+  std::chrono::steady_clock::time_point exited_at_;
 };
 
 }  // namespace wcomm::cluster

@@ -61,6 +61,7 @@ struct Job {
   bool listening = false;
   int listening_ranks = 0;
   std::string pid;  // the worker's, from its listening line
+  bool done = false;  // exited, output read, on_exit() run
   std::string state = "not started";  // starting, running, finished, failed, stopped
   std::vector<std::string> stderr_lines;
 };
@@ -102,8 +103,11 @@ class Launch {
     for (auto& j : jobs_) {
       if (!j->child) continue;
       for (auto& line : j->child->pump()) on_line(*j, line);
-      if (!j->child->exited() && j->child->poll_exit()) on_exit(*j);
-      else if (j->child->exited()) j->child->poll_exit();
+      if (!j->done && j->child->poll_exit()) {
+        for (auto& line : j->child->pump()) on_line(*j, line);
+        j->done = true;
+        on_exit(*j);
+      }
     }
     heartbeat();
   }
@@ -160,21 +164,15 @@ class Launch {
 
   bool all_exited() const {
     for (auto& j : jobs_)
-      if (j->child && !j->child->exited()) return false;
+      if (j->child && !j->done) return false;
     return true;
-  }
-
-  Job* first_failed() {
-    for (auto& j : jobs_)
-      if (j->child && j->child->exited() && !j->child->succeeded()) return j.get();
-    return nullptr;
   }
 
   // Stops every child still running: closes its input (a worker ends when its SSH session's
   // input does; srun / mpirun get SIGTERM and end their tasks), then SIGTERM, then SIGKILL.
   void stop_all() {
     for (auto& j : jobs_)
-      if (j->child && !j->child->exited()) {
+      if (j->child && !j->done) {
         j->state = "stopping";
         j->child->close_stdin();
         if (o_.launcher != "ssh") j->child->signal(SIGTERM);
@@ -260,7 +258,7 @@ class Launch {
     const bool timed_out = !sig && left_s() <= 0;
     std::vector<std::string> still_running;
     for (auto& j : jobs_)
-      if (j->child && !j->child->exited() && !j->name.starts_with("copy ")) still_running.push_back(j->name);
+      if (j->child && !j->done && !j->name.starts_with("copy ")) still_running.push_back(j->name);
     stop_all();
     if (sig) return fail(std::nullopt, std::string("interrupted by ") + (sig == SIGINT ? "SIGINT (Ctrl-C)" : "SIGTERM") +
                                           " while " + phase + "; every worker was stopped", 130);
@@ -304,7 +302,7 @@ class Launch {
 
   void note_failures() {
     for (auto& j : jobs_)
-      if (j->child && j->child->exited() && !j->child->succeeded() &&
+      if (j->child && j->done && !j->child->succeeded() &&
           std::find(failed_order_.begin(), failed_order_.end(), j.get()) == failed_order_.end())
         failed_order_.push_back(j.get());
   }
