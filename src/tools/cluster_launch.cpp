@@ -473,6 +473,12 @@ nlohmann::json launch_dry_run(const cluster::ClusterTopology& t, const LaunchOpt
 
 LaunchOutcome launch_cluster(const cluster::ClusterTopology& t, const LaunchOptions& o) {
   if (!(o.timeout > 0)) throw InvalidArgumentError("--timeout must be positive");
+  // V0.1 leaves the world-size rules to the workers; checked here, they fail before any host.
+  try {
+    t.settings.validate_for_world(t.world());
+  } catch (const InvalidArgumentError& e) {
+    throw InvalidArgumentError(t.path + ": benchmark: " + e.what() + " (world size " + std::to_string(t.world()) + ")");
+  }
   Launch launch(t, o);
   if (o.launcher == "ssh") {
     for (const auto& n : t.nodes) check_alias(t, n);

@@ -93,6 +93,10 @@ def test_dry_run_quotes_a_workdir_with_a_space_and_names_the_wcomm_binary(tmp_pa
     (topology({"node-b": "host: 127.0.0.1\n    ranks: [1]\n    interface: lo"}), ["nodes[1] (node-b)", "missing required fields: ssh_alias"]),
     (topology(tail="ring: [0, 1, 2, 3]\nbenchmark:\n  collectives: [allreduce]\n"), ["benchmark", "unknown collective: allreduce"]),
     (topology(tail="ring: [0, 1, 2, 3]\nbenchmark: {}\ncomm:\n  egress_rate_bytes_per_second: 100\n"), ["comm", "egress"]),
+    (topology(tail="ring: [0, 1, 2, 3]\nbenchmark:\n  broadcast_root: 4\n"),
+     ["benchmark: broadcast root must be smaller than world size (world size 4)"]),
+    (topology(tail="ring: [0, 1, 2, 3]\nbenchmark:\n  payload_sizes: [1022]\n"),
+     ["benchmark: ring-allreduce payload sizes must be multiples of 4 bytes"]),
 ])
 def test_bad_topology_stops_before_any_host_and_names_node_and_key(sandbox, text, names):
     r, calls = sandbox(text)
