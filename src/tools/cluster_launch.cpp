@@ -18,6 +18,7 @@
 
 #include "bench/clock.h"
 #include "cluster/child_process.h"
+#include "cluster/failure_reason.h"
 #include "cluster/launch_plan.h"
 #include "tools/cluster_worker.h"
 #include "wcomm/errors.h"
@@ -115,7 +116,7 @@ class Launch {
   void on_line(Job& j, const std::string& line) {
     j.stderr_lines.push_back(line);
     if (j.stderr_lines.size() > 200) j.stderr_lines.erase(j.stderr_lines.begin());
-    if (line.find(kListeningMarker) != std::string::npos) {
+    if (line.find(cluster::kListeningMarker) != std::string::npos) {
       ++j.listening_ranks;
       static const std::regex kMarker(R"((?:ranks (\S+) )?listening \(pid (\d+)\))");
       std::smatch m;
@@ -145,8 +146,8 @@ class Launch {
     const ChildProcess& c = *j.child;
     const bool by_us = j.state == "stopping" && WIFSIGNALED(c.raw_status());
     if (c.succeeded()) j.state = "finished";
-    else if (by_us || c.exit_code() == kExitStoppedByLauncher) j.state = "stopped";
-    else if (c.exit_code() == kExitPeerFailed) j.state = "stopped, a peer failed";
+    else if (by_us || c.exit_code() == cluster::kExitStoppedByLauncher) j.state = "stopped";
+    else if (c.exit_code() == cluster::kExitPeerFailed) j.state = "stopped, a peer failed";
     else j.state = "failed";
     if (!j.name.starts_with("copy ")) say(j.name + ": " + (c.succeeded() ? "finished" : j.state + " (" + c.describe_exit() + ")"));
   }
@@ -190,36 +191,13 @@ class Launch {
     wait_for(kTermGraceS);
   }
 
-  // Why a node failed, from its stderr: the worker's own error line first, then an ssh / scp
-  // error, then its last line.
   static std::string reason_of(const Job& j) {
-    const std::string exit = j.child->describe_exit();
-    std::string reason;
-    auto last_with = [&](std::initializer_list<const char*> needles) {
-      for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
-        for (const char* needle : needles)
-          if (it->find(needle) != std::string::npos) {
-            reason = *it;
-            break;
-          }
-    };
-    last_with({": error: "});
-    last_with({"ssh: "});
-    last_with({"scp: ", "Permission denied"});
-    for (auto it = j.stderr_lines.rbegin(); it != j.stderr_lines.rend() && reason.empty(); ++it)
-      if (!it->empty() && it->find(kListeningMarker) == std::string::npos && it->find("multirank: rank") == std::string::npos)
-        reason = *it;
-    while (!reason.empty() && std::isspace(static_cast<unsigned char>(reason.back()))) reason.pop_back();
-    const int code = j.child->exit_code();
-    std::string how = exit;
-    if (code > 128 && code < 255 && WIFEXITED(j.child->raw_status()))
-      how += " (the worker was killed by signal " + std::to_string(code - 128) + ")";
-    // ssh says 255 without a word when the remote command died of a signal (sshd reports the
-    // signal, not a status) or the connection dropped.
-    if (reason.empty() && code == 255 && !j.name.starts_with("copy "))
-      return "the SSH session ended without an exit status (ssh exit status 255): the worker" +
-             (j.pid.empty() ? std::string() : " (pid " + j.pid + ")") + " was killed by a signal, or the connection dropped";
-    return reason.empty() ? "the worker ended with " + how : reason + " [" + how + "]";
+    return cluster::session_failure_reason({.stderr_lines = j.stderr_lines,
+                                            .exit_text = j.child->describe_exit(),
+                                            .exit_code = j.child->exit_code(),
+                                            .signaled = WIFSIGNALED(j.child->raw_status()),
+                                            .pid = j.pid,
+                                            .is_copy = j.name.starts_with("copy ")});
   }
 
   nlohmann::json nodes_status() const {
@@ -376,33 +354,9 @@ LaunchOutcome Launch::run_batch(const cluster::BatchPlan& plan) {
     const int sig = g_interrupt_signal;
     if (sig || left_s() <= 0 || failed_order_.empty()) return stop_and_report("running the benchmark");
     stop_all();
-    // In order: a rank's own error; the launcher's word on a rank that died (mpirun: "noticed
-    // that process rank 2 with PID 7 on node n1 exited on signal 9 (Killed)", srun: "srun:
-    // error: n1: task 2: Killed"); a rank that stopped because a peer failed.
-    static const std::regex kRankError(R"(cluster rank (\d+) on (\S+): error: (.*))");
-    static const std::regex kMpirunDied(R"(process rank (\d+) with PID \d+ on node (\S+) (exited on signal .*))");
-    static const std::regex kSrunDied(R"(srun: error: (\S+): tasks? ([\d,-]+): (.*))");
-    static const std::regex kRankStopped(R"(cluster rank (\d+) on (\S+): stopped, a peer failed: (.*))");
-    // srun also lists the ranks that exited 3 (they stopped because a peer failed): those last.
-    auto peer_stop = [](const std::string& line) {
-      return line.find("exit code " + std::to_string(kExitPeerFailed)) != std::string::npos;
-    };
-    std::string node, reason;
-    const std::vector<std::pair<const std::regex*, bool>> searches = {
-        {&kRankError, false}, {&kMpirunDied, false}, {&kSrunDied, true}, {&kRankStopped, false}, {&kSrunDied, false}};
-    for (const auto& [pattern, skip_peer_stops] : searches) {
-      for (auto& line : job.stderr_lines) {
-        std::smatch m;
-        if (!std::regex_search(line, m, *pattern) || (skip_peer_stops && peer_stop(line))) continue;
-        const bool srun = pattern == &kSrunDied;
-        node = srun ? m[1].str() : m[2].str();
-        reason = "rank " + (srun ? m[2].str() : m[1].str()) + ": " + m[3].str();
-        break;
-      }
-      if (!node.empty()) break;
-    }
-    if (node.empty()) return fail(std::nullopt, plan.argv.front() + " failed: " + reason_of(job), 1);
-    return fail(node, reason + " [" + plan.argv.front() + " " + job.child->describe_exit() + "]", 1);
+    std::optional<cluster::RankFailure> failed = cluster::batch_rank_failure(job.stderr_lines);
+    if (!failed) return fail(std::nullopt, plan.argv.front() + " failed: " + reason_of(job), 1);
+    return fail(failed->node, failed->reason + " [" + plan.argv.front() + " " + job.child->describe_exit() + "]", 1);
   }
   nlohmann::json report;
   try {

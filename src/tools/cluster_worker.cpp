@@ -42,7 +42,7 @@ void stop_when_stdin_closes(const std::string& who) {
       if (n > 0 || (n < 0 && errno == EINTR)) continue;
       std::fprintf(stderr, "%s: stopped: the launcher closed this worker's input\n", who.c_str());
       std::fflush(stderr);
-      std::_Exit(kExitStoppedByLauncher);
+      std::_Exit(cluster::kExitStoppedByLauncher);
     }
   }).detach();
 }
@@ -55,7 +55,7 @@ int report_failure(const std::string& who, const std::exception& e) {
                                    comm_error->code() == ErrorCode::kConnectionFailed ||
                                    comm_error->code() == ErrorCode::kPeerRestarted);
   std::fprintf(stderr, "%s: %s: %s\n", who.c_str(), peer ? "stopped, a peer failed" : "error", e.what());
-  return peer ? kExitPeerFailed : 1;
+  return peer ? cluster::kExitPeerFailed : 1;
 }
 
 bool interface_exists(const std::string& name) {
@@ -179,7 +179,7 @@ int run_cluster_worker(const cluster::ClusterTopology& t, const std::string& nod
       spec.comm = t.comm;
       comms.push_back(Comm::create(spec));
     }
-    std::fprintf(stderr, "%s: ranks %s %s%d)\n", who.c_str(), nlohmann::json(me.ranks).dump().c_str(), kListeningMarker,
+    std::fprintf(stderr, "%s: ranks %s %s%d)\n", who.c_str(), nlohmann::json(me.ranks).dump().c_str(), cluster::kListeningMarker,
                  static_cast<int>(::getpid()));
     std::fflush(stderr);
 
@@ -306,7 +306,7 @@ int run_cluster_rank(const cluster::ClusterTopology& t, double sample_interval, 
 
     auto group = Group::create(spec, GroupOptions{.timeout = timeout});
     std::shared_ptr<Comm> comm = group->comm();
-    std::fprintf(stderr, "%s: %s%d)\n", who.c_str(), kListeningMarker, static_cast<int>(::getpid()));
+    std::fprintf(stderr, "%s: %s%d)\n", who.c_str(), cluster::kListeningMarker, static_cast<int>(::getpid()));
     const int rank = spec.rank;
     const std::string toward = comm->peer("rank-" + std::to_string(rank == 0 ? 1 % world : 0)).host;
     LocalRun local;

@@ -6,17 +6,10 @@
 
 #include <string>
 
+#include "cluster/failure_reason.h"  // kListeningMarker and the exit codes
 #include "cluster/topology.h"
 
 namespace wcomm::tools {
-
-// What a worker or rank prints on stderr once its ranks listen (the launcher waits for it).
-inline constexpr const char* kListeningMarker = "listening (pid ";
-
-// Exit codes: 0 done, 1 failed here, 3 stopped because another rank failed (a lost peer), 5
-// stopped by its launcher (stdin closed).
-inline constexpr int kExitPeerFailed = 3;
-inline constexpr int kExitStoppedByLauncher = 5;
 
 int run_cluster_worker(const cluster::ClusterTopology& topology, const std::string& node_id, double sample_interval,
                        bool quiet);
