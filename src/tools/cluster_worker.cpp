@@ -276,8 +276,16 @@ int run_cluster_worker(const cluster::ClusterTopology& t, const std::string& nod
 int run_cluster_rank(const cluster::ClusterTopology& t, double sample_interval, bool quiet) {
   std::string who = "cluster rank";
   try {
+    // The node a rank runs on: the launcher's name for it, else the host name.
+    const std::string node = [] {
+      for (const char* var : {"SLURMD_NODENAME", "OMPI_COMM_WORLD_NODE_NAME"})
+        if (const char* v = std::getenv(var); v && *v) return std::string(v);
+      char host[256] = {};
+      ::gethostname(host, sizeof host - 1);
+      return std::string(host);
+    }();
     RendezvousSpec spec = rendezvous_from_env();
-    who = "cluster rank " + std::to_string(spec.rank);
+    who = "cluster rank " + std::to_string(spec.rank) + " on " + node;
     const int world = t.world();
     if (spec.world != world)
       throw InvalidArgumentError("the launcher started " + std::to_string(spec.world) + " ranks (" + spec.source +
@@ -287,15 +295,6 @@ int run_cluster_rank(const cluster::ClusterTopology& t, double sample_interval, 
     spec.comm = t.comm;
     spec.timeout = std::chrono::duration<double>(s.timeout);
     const Seconds timeout(s.timeout);
-    // The node a rank runs on: the launcher's name for it, else the host name.
-    std::string node = [] {
-      for (const char* var : {"SLURMD_NODENAME", "OMPI_COMM_WORLD_NODE_NAME"})
-        if (const char* v = std::getenv(var); v && *v) return std::string(v);
-      char host[256] = {};
-      ::gethostname(host, sizeof host - 1);
-      return std::string(host);
-    }();
-    who += " on " + node;
     // One rank per node captures the node's diagnostics: the launcher's local rank 0.
     bool node_leader = true;
     for (const char* var : {"SLURM_LOCALID", "OMPI_COMM_WORLD_LOCAL_RANK", "LOCAL_RANK"})

@@ -133,3 +133,13 @@ def test_missing_hostfile_stops_before_starting(tmp_path):
     r = subprocess.run([WCOMM, "cluster", "launch", "--config", topology(tmp_path), "--launcher", "mpirun", "--hostfile",
                         str(tmp_path / "nope")], capture_output=True, text=True, timeout=30)
     assert r.returncode == 2 and "--hostfile" in r.stderr and "does not exist" in r.stderr
+
+
+def test_a_rank_started_in_a_world_of_another_size_says_so(tmp_path):
+    env = dict(os.environ, OMPI_COMM_WORLD_RANK="1", OMPI_COMM_WORLD_SIZE="2", OMPI_COMM_WORLD_LOCAL_SIZE="2",
+               OMPI_COMM_WORLD_NODE_NAME="n7", MASTER_PORT=str(free_port()))
+    r = subprocess.run([WCOMM, "cluster", "rank", "--config", topology(tmp_path)], capture_output=True, text=True,
+                       env=env, timeout=30)
+    assert r.returncode == 1
+    assert "cluster rank 1 on n7: error: the launcher started 2 ranks (openmpi) but the topology" in r.stderr
+    assert "has 4" in r.stderr
