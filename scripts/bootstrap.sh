@@ -13,6 +13,7 @@ packages=(
   libzmq3-dev cppzmq-dev
   iperf3 iproute2 iputils-ping procps
   openmpi-bin
+  openssh-server openssh-client slurmctld slurmd slurm-client munge
 )
 
 missing=()

@@ -21,6 +21,7 @@ struct RankContext {
   Group* group = nullptr;          // set when settings.algorithm is not "v01"
   const MultirankSettings* settings = nullptr;
   bool progress = false;           // print a line per (collective, size) on stderr
+  std::vector<int> ring;           // the ring order (cluster YAML's `ring`); empty: 0, 1, ..., W-1
 };
 
 // Runs every collective and size; returns the rank result {rank, samples_ms}. Throws the
