@@ -1,7 +1,6 @@
 // `wcomm bench responder|initiator`: the V0.1 benchmark command line over the bench layer.
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,6 +9,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/diagnostics_proc.h"
 #include "bench/initiator.h"
 #include "bench/report.h"
 #include "bench/responder.h"
@@ -40,12 +40,6 @@ void add_common_options(CLI::App& sub, CommonOptions& o) {
   sub.add_option("--operation-timeout,--timeout", o.operation_timeout, "seconds any one exchange or phase may take")
       ->capture_default_str()
       ->check(CLI::PositiveNumber);
-}
-
-// V0.1 refused an --interface that names no interface of this host, before doing anything.
-bool interface_exists(const std::string& name) {
-  return name.find('/') == std::string::npos && name != "." && name != ".." &&
-         std::filesystem::exists(std::filesystem::path("/sys/class/net") / name);
 }
 
 void add_initiator_options(CLI::App& sub, bench::BenchSettings& s, std::string& torch_version) {
@@ -121,7 +115,7 @@ int run_bench(int argc, char** argv) {
     return 2;
   }
   settings.operation_timeout = common.operation_timeout;
-  if (!common.interface.empty() && !interface_exists(common.interface)) {
+  if (!common.interface.empty() && !bench::network_interface_exists(common.interface)) {
     std::fprintf(stderr,
                  "wcomm bench: --interface '%s': this host has no network interface of that name (`ip link` lists "
                  "them)\n",

@@ -9,13 +9,13 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <filesystem>
 #include <iostream>
 #include <optional>
 #include <thread>
 
 #include "bench/clock.h"
 #include "bench/diagnostics.h"
+#include "bench/diagnostics_proc.h"
 #include "bench/json_value.h"
 #include "bench/link_sampler.h"
 #include "tools/multirank_rank.h"
@@ -56,11 +56,6 @@ int report_failure(const std::string& who, const std::exception& e) {
                                    comm_error->code() == ErrorCode::kPeerRestarted);
   std::fprintf(stderr, "%s: %s: %s\n", who.c_str(), peer ? "stopped, a peer failed" : "error", e.what());
   return peer ? cluster::kExitPeerFailed : 1;
-}
-
-bool interface_exists(const std::string& name) {
-  return name.find('/') == std::string::npos && name != "." && name != ".." &&
-         std::filesystem::exists("/sys/class/net/" + name);
 }
 
 struct LocalRun {
@@ -162,7 +157,7 @@ int run_cluster_worker(const cluster::ClusterTopology& t, const std::string& nod
     const MultirankSettings& s = t.settings;
     const Seconds timeout(s.timeout);
     s.validate_for_world(world);
-    if (!interface_exists(me.interface)) throw InvalidArgumentError("network interface '" + me.interface + "' does not exist");
+    if (!bench::network_interface_exists(me.interface)) throw InvalidArgumentError("network interface '" + me.interface + "' does not exist");
 
     // V0.1's directory: rank r at its node's host, port base_port + r.
     std::vector<Peer> directory;
