@@ -1,7 +1,7 @@
 // render_sweep_html: one box per cell (its completion statistics) and a table of the cells.
 #include "tools/sweep_html.h"
 
-#include <cstdio>
+#include "bench/json_access.h"
 
 namespace wcomm::tools {
 namespace {
@@ -9,17 +9,7 @@ namespace {
 using nlohmann::json;
 using bench::escape_xml;
 
-double num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
-std::string fmt(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", v);
-  return b;
-}
-
-std::string text(const json& v) { return escape_xml(v.is_string() ? v.get<std::string>() : v.dump()); }
+std::string text(const json& v) { return escape_xml(bench::display_text(v)); }
 
 }  // namespace
 
@@ -53,8 +43,8 @@ bench::HtmlReport render_sweep_html(const json& summary, const std::string& sour
     const std::string name = c.value("name", std::string("?"));
     plot.x.categories.push_back(name);
     if (stats.is_object())
-      plot.boxes.push_back({.x = static_cast<double>(i), .half_width = 0.3, .low = num(stats, "min"), .q1 = num(stats, "p25"),
-                            .median = num(stats, "p50"), .q3 = num(stats, "p75"), .high = num(stats, "max"),
+      plot.boxes.push_back({.x = static_cast<double>(i), .half_width = 0.3, .low = bench::number_or_zero(stats, "min"), .q1 = bench::number_or_zero(stats, "p25"),
+                            .median = bench::number_or_zero(stats, "p50"), .q3 = bench::number_or_zero(stats, "p75"), .high = bench::number_or_zero(stats, "max"),
                             .series = c.value("suite", std::string("cell")),
                             .color = bench::palette_color(static_cast<std::size_t>(i % 8)), .label = name});
     json settings = c.value("settings", json::object());
@@ -63,8 +53,8 @@ bench::HtmlReport render_sweep_html(const json& summary, const std::string& sour
     h += "<tr><td>" + std::to_string(i + 1) + "</td><td>" + escape_xml(name) + "</td><td>" + text(c.value("suite", json(""))) +
          "</td><td>" + text(c.value("collective", json(""))) + "</td><td>" + text(c.value("payload_bytes", json(0))) +
          "</td><td>" + text(c.value("ring", json::array())) + "</td><td>" + text(settings) + "</td><td>" +
-         fmt(num(stats, "p50")) + "</td><td>" + fmt(num(stats, "p95")) + "</td><td>" + fmt(num(stats, "max")) + "</td><td>" +
-         (jain.is_object() ? fmt(num(jain, "p50")) : std::string("-")) + "</td><td>" + text(c.value("report", json(""))) +
+         bench::three_decimals(bench::number_or_zero(stats, "p50")) + "</td><td>" + bench::three_decimals(bench::number_or_zero(stats, "p95")) + "</td><td>" + bench::three_decimals(bench::number_or_zero(stats, "max")) + "</td><td>" +
+         (jain.is_object() ? bench::three_decimals(bench::number_or_zero(jain, "p50")) : std::string("-")) + "</td><td>" + text(c.value("report", json(""))) +
          "</td></tr>";
   }
   h += "</table>\n<div>" + bench::render_svg(plot, false) + "<p>" + escape_xml(plot.note) + "</p></div>\n";
