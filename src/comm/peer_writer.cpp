@@ -142,11 +142,11 @@ bool PeerState::compress_chunk(Unit& unit, Connection& connection, const std::ve
   };
   if (!m.sampled) {
     m.sampled = true;
-    constexpr std::uint64_t kSample = 32 << 10;
-    if (n > 2 * kSample) {
-      auto sample = timed(slice_buffers(payload, 0, kSample), kSample);
+    const std::uint64_t sample_bytes = std::min<std::uint64_t>(32 << 10, n / 2);
+    if (sample_bytes >= 4096) {
+      auto sample = timed(slice_buffers(payload, 0, sample_bytes), sample_bytes);
       // Less than a tenth saved on the sample: not worth the compressor's time.
-      if (sample.empty() || sample.size() * 10 > kSample * 9) {
+      if (sample.empty() || sample.size() * 10 > sample_bytes * 9) {
         m.incompressible = true;
         return false;
       }
