@@ -47,7 +47,7 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
   }
 
   std::exponential_distribution<double> spacing(1.0 / s.load_probe_interval);
-  std::vector<double> samples;
+  std::vector<double> samples, from_schedule;
   const auto start = BenchClock::now();
   auto next = start;
   for (;;) {
@@ -55,9 +55,15 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
     if (seconds_between(start, next) >= s.load_duration) break;
     std::this_thread::sleep_until(next);
     samples.push_back(probe());
+    // The probe's RTT counted from when it was due: a probe held up behind a long stall (a
+    // whole tensor in front of it) makes the ones due meanwhile late too, which the
+    // closed-loop RTTs alone do not show (coordinated omission).
+    from_schedule.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - next).count());
   }
   const LoadResult result = tensor_load ? tensor_load->wait() : tcp_load->wait();
-  const double delivered = (static_cast<double>(result.bytes_sent) * 8.0 / s.load_duration +
+  // The tensor background's last tensors finish after the window: its rate is over its elapsed time.
+  const double send_window = tensor_load ? result.elapsed_s : s.load_duration;
+  const double delivered = (static_cast<double>(result.bytes_sent) * 8.0 / send_window +
                             (result.elapsed_s > 0 ? static_cast<double>(result.bytes_received) * 8.0 / result.elapsed_s
                                                   : 0.0)) /
                            1e6;
@@ -97,6 +103,7 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
             {"transferred_bytes", transferred},
             {"goodput_mbps", goodput}}},
           {"delivered_load_fraction", capacity > 0 ? goodput / capacity : 0.0}};
+  out["rtt_from_schedule_ms"] = summarize(from_schedule);
   if (tensor_load) {
     out["tensor_bytes"] = s.load_tensor_bytes;
     out["chunk_bytes"] = s.comm_chunk_bytes;

@@ -317,6 +317,7 @@ class PeerState {
   void fail_awaiting_acks(Connection* connection, const Error& error);  // nullptr: all
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
+  bool may_pass_capacity_waiters(const OutMessage& message) const;
   void resume_paused();
   void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);

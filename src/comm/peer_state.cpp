@@ -152,7 +152,8 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
     });
   }
   if (message->written_inline > 0) return continue_inline_write(message);
-  if (capacity_waiters_.empty() && has_capacity_for(message->bytes())) return admit(message);
+  if (has_capacity_for(message->bytes()) && (capacity_waiters_.empty() || may_pass_capacity_waiters(*message)))
+    return admit(message);
   if (!options.wait_for_capacity) {
     const CommConfig& c = impl_.spec.comm;
     message->promise.complete(Error{
@@ -166,6 +167,15 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
   }
   message->state = OutMessage::State::kWaitingForCapacity;
   capacity_waiters_.push_back(std::move(message));
+}
+
+// An urgent message that fits does not wait behind bulk waiting for queue capacity (a ping
+// behind a second 64 MiB tensor would), unless one of them is on its tag (per-tag order).
+bool PeerState::may_pass_capacity_waiters(const OutMessage& message) const {
+  if (message.priority != Priority::kHigh) return false;
+  return std::none_of(capacity_waiters_.begin(), capacity_waiters_.end(), [&](const auto& w) {
+    return w->state != OutMessage::State::kDone && w->tag == message.tag;
+  });
 }
 
 void PeerState::admit(const std::shared_ptr<OutMessage>& message) {
