@@ -144,6 +144,7 @@ int run_bench(int argc, char** argv) {
   fanout->add_flag("--quiet", common.quiet, "no progress lines on stderr");
   sink->add_option("--config", common.config, "node config (YAML: local, peers, comm)");
   sink->add_option("--peer", common.peer, "node_id of the sending node")->required();
+  sink->add_flag("--quiet", common.quiet, "no summary line on stderr");
   sink->add_option("--wait-timeout", wait_timeout, "give up when nothing arrives within this many seconds")
       ->check(CLI::PositiveNumber);
 
