@@ -3,6 +3,8 @@
 #include <gtest/gtest.h>
 
 #include <algorithm>
+#include <cstdio>
+#include <cstdlib>
 #include <atomic>
 #include <cstring>
 #include <random>
@@ -398,6 +400,44 @@ TEST(CommChunkingConfig, BadSettingsAreRefusedByName) {
   EXPECT_EQ(node.comm.compression, "off");
   EXPECT_EQ(node.comm.tcp_notsent_lowat_bytes, 0u);
   EXPECT_EQ(node.comm.egress_max_bulk_flows, 2u);
+}
+
+}  // namespace
+}  // namespace wcomm::testing
+
+namespace wcomm::testing {
+namespace {
+
+// The kernel's unsent bytes on the connection from local port `port` (ss -tin "notsent:").
+std::uint64_t notsent_bytes(std::uint16_t port) {
+  const std::string command = "ss -tinH state established '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
+  FILE* p = ::popen(command.c_str(), "r");
+  if (!p) return 0;
+  std::string out;
+  char buf[4096];
+  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
+  ::pclose(p);
+  const auto at = out.find("notsent:");
+  return at == std::string::npos ? 0 : std::strtoull(out.c_str() + at + 8, nullptr, 10);
+}
+
+TEST(CommNotsentLowat, BoundsTheBytesTheKernelHoldsUnsent) {
+  if (std::system("ss -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ss (iproute2)";
+  std::uint64_t unsent[2] = {0, 0};
+  for (int bounded = 0; bounded < 2; ++bounded) {
+    CommConfig c = tcp_config();
+    c.tcp_notsent_lowat_bytes = bounded ? 16 << 10 : 0;
+    auto p = make_pair(tcp_config(), c);
+    RawClient raw(p.b->port());  // node-a by hand, which never reads
+    raw_handshake(raw, {"incarnation=0000000000000011"});
+    auto sent = p.b->send(Tensor::zeros(DType::kUInt8, {16 << 20}), p.b->peer("node-a"), {},
+                          {.compress = Compression::kOff});
+    std::this_thread::sleep_for(500ms);  // the receiver's window fills; the rest waits in b
+    unsent[bounded] = notsent_bytes(p.b->port());
+    sent.cancel();
+  }
+  EXPECT_GT(unsent[0], 512u << 10) << "the kernel's default holds a lot unsent";
+  EXPECT_LT(unsent[1], 160u << 10) << "with the low-water mark, about one chunk";
 }
 
 }  // namespace
