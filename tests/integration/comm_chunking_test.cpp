@@ -302,7 +302,7 @@ TEST(CommEgressScheduler, TheRateHoldsForTheWholeNodeAndPeersShareIt) {
   auto done = fan_out(fan, 1 << 20);
   EXPECT_GT(*std::max_element(done.begin(), done.end()), 0.42);
   // Round robin: both finish together, not one after the other.
-  EXPECT_GT(*std::min_element(done.begin(), done.end()), 0.8 * *std::max_element(done.begin(), done.end()));
+  EXPECT_GT(*std::min_element(done.begin(), done.end()), 0.7 * *std::max_element(done.begin(), done.end()));
 }
 
 TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
@@ -311,17 +311,17 @@ TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
   auto fan = make_fan(c, 2);
   auto done = fan_out(fan, 1 << 20);
   std::sort(done.begin(), done.end());
-  EXPECT_LT(done[0], 0.65 * done[1]) << "the first flow finished alone, at about half the time";
+  EXPECT_LT(done[0], 0.75 * done[1]) << "the first flow finished alone, at about half the time";
   // A small message to a peer whose bulk waits for a slot is not held back.
   auto hub = fan.hub;
-  Tensor bulk = pattern_tensor(1 << 20, 3);
+  Tensor bulk = pattern_tensor(2 << 20, 3);  // 0.5 s each at 4 MiB/s
   auto start = std::chrono::steady_clock::now();
   auto b1 = hub->send(bulk, hub->peer("node-1"));
   auto b2 = hub->send(bulk, hub->peer("node-2"));
   std::this_thread::sleep_for(30ms);
   wait_value(hub->send(Value("ping"), hub->peer("node-2"), {}, {.tag = 4}));
   EXPECT_EQ(wait_value(fan.leaves[1]->recv(fan.leaves[1]->peer("node-0"), {.tag = 4})).value, Value("ping"));
-  EXPECT_LT(seconds_since(start), 0.2);
+  EXPECT_LT(seconds_since(start), 0.3) << "not held until node-1's flow ends";
   wait_value(std::move(b1));
   wait_value(std::move(b2));
 }
