@@ -7,6 +7,7 @@
 #include <vector>
 
 #include "bench/fanout.h"
+#include "bench/html_report.h"
 #include "bench/initiator.h"
 #include "bench/responder.h"
 #include "bench/settings.h"
@@ -97,6 +98,8 @@ TEST(BenchTensorBackground, PingsRunOverTheConnectionTheTensorsLoad) {
   EXPECT_GT(tensor["background_bytes_sent"].get<std::uint64_t>(), 0u);
   EXPECT_FALSE(tensor["samples_ms"].empty());
   EXPECT_GT(initiator->stats().messages_chunked, 0u) << "the tensors went in chunks";
+  EXPECT_TRUE(tensor["rtt_from_schedule_ms"]["p99"].is_number());
+  EXPECT_NE(render_html_report(report, "run.json").html.find("upload (tensor)"), std::string::npos);
 }
 
 TEST(BenchFanout, EveryPeerGetsItsShareAndTheIndexSaysSo) {
