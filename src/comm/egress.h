@@ -30,11 +30,16 @@ class EgressPacer {
     refill();
     tokens_ -= static_cast<double>(bytes);
   }
+  // A writer waited for tokens and its timer fired late: what accrued meanwhile, up to
+  // `slack` bytes past the burst, is kept (else every late wake-up would lower the rate).
+  void refill_after_wait(std::uint64_t slack) { refill(burst_ + static_cast<double>(slack)); }
 
  private:
-  void refill() {
+  void refill() { refill(burst_); }
+  void refill(double cap) {
     auto now = Clock::now();
-    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
+    // Only the growth is capped: tokens kept by refill_after_wait stay until used.
+    if (tokens_ < cap) tokens_ = std::min(cap, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
     last_ = now;
   }
   double rate_, burst_, tokens_;

@@ -118,7 +118,9 @@ void EgressScheduler::service() {
         timer_.expires_after(delay);
         timer_.async_wait([this](std::error_code ec) {
           timer_armed_ = false;
-          if (!ec) service();
+          if (ec) return;
+          if (bucket_) bucket_->refill_after_wait(settings_.quantum_bytes);
+          service();
         });
         return;
       }
