@@ -81,7 +81,7 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
   if (got < kHeaderSize) return false;  // the stage-by-stage reads take it (and report ec)
   auto header = parse_header(head_peek_.data(), limits_);
   if (!header || header.value().kind != FrameKind::kData || (header.value().flags & kFlagChunked) ||
-      kHeaderSize + header.value().manifest_size > got)
+      open_.count(header.value().message_id) || kHeaderSize + header.value().manifest_size > got)
     return false;
   frame_.header = header.value();
   const std::size_t head = kHeaderSize + frame_.header.manifest_size;
@@ -116,6 +116,10 @@ void FrameReader::on_header() {
   if (!header) return fail(header.error());
   frame_.header = header.value();
   if (frame_.header.kind == FrameKind::kChunk && !handshake_) return on_chunk_header();
+  // A message_id names one message while it is open (its recv_into claim is keyed by it).
+  if (frame_.header.kind == FrameKind::kData && open_.count(frame_.header.message_id))
+    return fail({ErrorCode::kProtocol, "a DATA frame reuses message_id " + std::to_string(frame_.header.message_id) +
+                                           " of a chunked message still open"});
   if ((frame_.header.flags & kFlagChunked) && !chunks_)
     return fail({ErrorCode::kProtocol, "a chunked DATA frame on a connection that did not negotiate \"chunks\""});
   if (handshake_ && (frame_.header.kind == FrameKind::kData || frame_.header.kind == FrameKind::kChunk))

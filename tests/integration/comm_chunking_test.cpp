@@ -220,6 +220,9 @@ TEST(CommChunking, BadChunksEndTheConnection) {
        [&] { return chunked_head(Value(t), 9, 7); }, "did not negotiate"},
       {"a compressed chunk without zstd", {"chunks"},
        [&] { return cat(chunked_head(Value(t), 9, 8), chunk_header(9, 8, 10, kFlagCompressed)); }, "zstd"},
+      {"a DATA frame reusing an open message's id", {"chunks"},
+       [&] { return cat(chunked_head(Value(t), 9, 10), flatten(encode_data(Value(1), {}, 9, 10).value())); },
+       "still open"},
       {"a corrupt compressed chunk", {"chunks", "zstd"},
        [&] {
          auto b = cat(chunked_head(Value(t), 9, 9), chunk_header(9, 9, 16, kFlagCompressed));
