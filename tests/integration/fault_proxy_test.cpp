@@ -86,7 +86,8 @@ TEST(FaultProxy, ABandwidthCapBoundsTheTimeOfA4MiBSend) {
   p.proxy->set_bandwidth(Direction::kToTarget, 4u << 20);  // 4 MiB/s: about a second
   const auto start = Clock::now();
   auto recv = p.b->recv(p.a_seen_by_b());
-  wait_value(p.a->send(big_bytes(kSize), p.b_seen_by_a()));
+  // Not compressed: the (constant) bytes must all cross the proxy for its cap to time them.
+  wait_value(p.a->send(big_bytes(kSize), p.b_seen_by_a(), {}, {.compress = Compression::kOff}));
   const auto got = wait_value(std::move(recv));
   const double took = seconds_since(start);
   EXPECT_GE(got.wire_bytes, kSize);
