@@ -81,7 +81,8 @@ TensorDrain::TensorDrain(Comm& comm, const Peer& peer, Seconds timeout) {
   thread_ = std::thread([this, &comm, &peer, timeout] {
     const CommOptions options{.tag = kTensorLoadTag, .timeout = timeout};
     for (;;) {
-      Result<Received>& r = comm.recv(peer, options).wait();
+      auto next = comm.recv(peer, options);
+      Result<Received>& r = next.wait();  // lives in `next`
       if (!r.ok()) return;  // the initiator went away: the control channel reports it
       const Value& v = r.value().value;
       if (v.is_none()) return;
