@@ -3,6 +3,8 @@
 // last byte received, as the receiver's acknowledgement reaches the sender.
 // Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp, unix or shm]
 //        [recv, or how many recv_into are posted ahead (default 1)]
+// Environment: WCOMM_BENCH_CHUNK_BYTES, WCOMM_BENCH_NOTSENT_LOWAT override those CommConfig keys.
+#include <cstdlib>
 #include <deque>
 
 #include "comm_pair.h"
@@ -23,6 +25,9 @@ int main(int argc, char** argv) {
   wcomm::CommConfig config;
   config.max_message_bytes = std::max<std::uint64_t>(config.max_message_bytes, bytes + (1 << 20));
   config.max_peer_queued_bytes = 4 * config.max_message_bytes;
+  // To compare against chunked frames and TCP_NOTSENT_LOWAT off (docs/performance.md).
+  if (const char* v = std::getenv("WCOMM_BENCH_CHUNK_BYTES")) config.chunk_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("WCOMM_BENCH_NOTSENT_LOWAT")) config.tcp_notsent_lowat_bytes = std::strtoull(v, nullptr, 10);
 
   return run_comm_pair(
       transport, config,

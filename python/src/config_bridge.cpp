@@ -34,6 +34,10 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("reconnect_backoff_max_s", c.reconnect_backoff_max_s);
   fn("transport", c.transport);
   fn("max_pending_handshakes", c.max_pending_handshakes);
+  fn("egress_max_bulk_flows", c.egress_max_bulk_flows);
+  fn("chunk_bytes", c.chunk_bytes);
+  fn("tcp_notsent_lowat_bytes", c.tcp_notsent_lowat_bytes);
+  fn("compression", c.compression);
   fn("cluster_key", c.cluster_key);  // bytes in Python
 }
 

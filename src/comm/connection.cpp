@@ -68,6 +68,8 @@ void Connection::finish_handshake(std::optional<Error> error) {
   handshake_timer_.reset();
   stream_->stop_waiting_readable();
   established_ = true;
+  zstd_ = zstd_ && chunks_;  // compression travels in chunks only
+  reader_.set_extensions(chunks_, zstd_, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");
   auto done = std::move(handshake_done_);
   done(std::nullopt);
@@ -82,6 +84,10 @@ std::vector<std::string> Connection::offered_features() const {
     out.push_back("heartbeat=" + seconds_text(impl_.spec.comm.heartbeat_interval_s));
   out.push_back("incarnation=" + impl_.incarnation);
   out.push_back("ack");
+  if (impl_.spec.comm.chunk_bytes > 0) {
+    out.push_back("chunks");
+    if (impl_.spec.comm.compression != "off") out.push_back("zstd");
+  }
   return out;
 }
 
@@ -90,6 +96,10 @@ void Connection::accept_features(const std::vector<std::string>& features) {
   for (const std::string& f : features) {
     if (f == "ack") {
       acks_ = true;
+    } else if (f == "chunks") {
+      chunks_ = impl_.spec.comm.chunk_bytes > 0;
+    } else if (f == "zstd") {
+      zstd_ = impl_.spec.comm.compression != "off";
     } else if (f.rfind("incarnation=", 0) == 0) {
       peer_incarnation_ = f.substr(12);
     } else if (f.rfind("heartbeat=", 0) == 0 && own > 0) {
@@ -293,7 +303,6 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   // A pending recv_into on this tag takes the tensors straight into the caller's memory. It
   // is claimed now (a cancel no longer takes it back), and completed by this frame.
   auto into = peer_->claim_into_waiter(header.tag);
-  frame_into_ = into;
   std::size_t next_into = 0;
   std::optional<std::string> into_mismatch;
   CodecOptions options;
@@ -321,8 +330,8 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   };
   auto decoded = decode_data_manifest(header, manifest, options);
   codec_lock.unlock();
+  if (into) frames_into_[header.message_id] = IntoClaim{into, std::move(into_mismatch)};
   if (!decoded) return decoded;  // the reader fails; abandon_frame completes `into`
-  into_mismatch_ = std::move(into_mismatch);
   return decoded;
 }
 
@@ -346,13 +355,15 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
       });
     }
   }
-  if (auto into = std::move(frame_into_)) {
-    frame_into_.reset();
-    if (into_mismatch_)
+  if (auto found = frames_into_.find(header.message_id); found != frames_into_.end()) {
+    IntoClaim claim = std::move(found->second);
+    frames_into_.erase(found);
+    if (claim.mismatch)
       return peer_->complete_into_waiter(
-          into, Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *into_mismatch_ + "; the message was dropped"},
-          by_loop, later);
-    return peer_->complete_into_waiter(into, std::move(message), by_loop, later);
+          claim.waiter,
+          Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *claim.mismatch + "; the message was dropped"}, by_loop,
+          later);
+    return peer_->complete_into_waiter(claim.waiter, std::move(message), by_loop, later);
   }
   peer_->deliver(header.tag, std::move(message), by_loop, later);
 }
@@ -371,10 +382,11 @@ bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()
 bool Connection::others_waiting() { return peer_->recvs_waiting(); }
 
 void Connection::abandon_frame(const Error& why, Later& later) {
-  auto into = std::move(frame_into_);
-  frame_into_.reset();
+  auto claims = std::move(frames_into_);
+  frames_into_.clear();
   // (Runs on the loop or on the last reader's thread: complete_into_waiter hands over.)
-  if (into) peer_->complete_into_waiter(into, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
+  for (auto& [id, claim] : claims)
+    peer_->complete_into_waiter(claim.waiter, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
 }
 
 // ---- writing and ending -----------------------------------------------------------------
