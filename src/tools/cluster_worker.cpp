@@ -91,16 +91,7 @@ std::vector<nlohmann::json> run_ranks(const std::vector<int>& ranks, int world,
   for (std::size_t i = 0; i < ranks.size(); ++i)
     threads.emplace_back([&, i] {
       try {
-        const int r = ranks[i];
-        RankContext ctx;
-        ctx.rank = r;
-        ctx.world = world;
-        ctx.comm = comms[i];
-        ctx.peers.assign(world, nullptr);
-        for (int k = 0; k < world; ++k)
-          if (k != r) ctx.peers[k] = &comms[i]->peer("rank-" + std::to_string(k));
-        ctx.group = groups[i];
-        ctx.settings = &settings;
+        RankContext ctx = rank_context(ranks[i], world, comms[i], groups[i], settings);
         ctx.ring = ring;
         ctx.progress = progress && i == 0;
         results[i] = run_rank(ctx);

@@ -271,6 +271,20 @@ struct Runner {
 
 }  // namespace
 
+RankContext rank_context(int rank, int world, std::shared_ptr<Comm> comm, Group* group,
+                         const MultirankSettings& settings) {
+  RankContext ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.peers.assign(world, nullptr);
+  for (int k = 0; k < world; ++k)
+    if (k != rank) ctx.peers[k] = &comm->peer("rank-" + std::to_string(k));
+  ctx.comm = std::move(comm);
+  ctx.group = group;
+  ctx.settings = &settings;
+  return ctx;
+}
+
 nlohmann::json run_rank(RankContext& ctx) {
   Runner runner(ctx);
   nlohmann::json samples = nlohmann::json::object();

@@ -24,6 +24,10 @@ struct RankContext {
   std::vector<int> ring;           // the ring order (cluster YAML's `ring`); empty: 0, 1, ..., W-1
 };
 
+// The context of `rank` whose Comm reaches every other rank as peer "rank-<k>".
+RankContext rank_context(int rank, int world, std::shared_ptr<Comm> comm, Group* group,
+                         const MultirankSettings& settings);
+
 // Runs every collective and size; returns the rank result {rank, samples_ms}. Throws the
 // failure (a timeout, a lost peer, a wrong payload) with V0.1's message where it has one.
 nlohmann::json run_rank(RankContext& ctx);
