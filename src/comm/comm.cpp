@@ -370,9 +370,7 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   waiter->comm = owner;
   waiter->promise.set_operation(waiter);
   Future<Received> future = waiter->promise.future();
-  if (!options.timeout && state->recv_from_caller(waiter)) return future;
-  if (!impl.post([state, waiter, options] { state->submit_recv(waiter, options); }))
-    waiter->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
+  state->recv_from_caller(waiter, options.timeout);
   return future;
 }
 

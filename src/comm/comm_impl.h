@@ -242,13 +242,13 @@ class PeerState {
   void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
-  // Caller's thread: completes or parks a plain recv without waking the loop; false when the
-  // recv needs the loop (timeout, recv_into).
-  bool recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter);
+  // Caller's thread: completes or parks a recv at once; a timeout or recv_into then has its
+  // loop-only parts armed on the loop (arm_recv).
+  void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
+  void arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline, std::optional<Seconds> timeout);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
-  void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   // Loop: a recv needs the loop to read for it now (see Connection::read_soon).
   void read_soon();
   // Any thread: whether the connection a waiting thread would read is left to such a thread.
