@@ -4,7 +4,9 @@
 # the ring with WCOMM_SHM_CMA=0) vs a one-thread memcpy and vs tcp; 64 B round trip over shm vs
 # tcp without busy polling, and over shm with busy polling vs ucx_perftest tag_lat over UCX
 # shared memory (UCX_TLS=posix,self; it reports half a round trip, doubled here); unix vs tcp
-# goodput at 1 KiB .. 64 MiB; peak RSS of a 200 MiB receive over shm. Prints a markdown table.
+# goodput at 1 KiB .. 64 MiB; peak RSS of a 200 MiB receive over shm. The 64 MiB rows: the
+# receiver's recv_into (as before), plain recv, and plain recv with a block cache large enough
+# for every 64 MiB block in flight. Prints a markdown table.
 # Usage: bench/run_shm_bench.sh [build-dir]. Environment: REPEAT (turns, default 3),
 # ROUNDS (ping-pong rounds per turn, default 5000).
 set -euo pipefail
@@ -26,12 +28,19 @@ say() { echo "run_shm_bench: $*" >&2; }
 # The median of key over a file's JSON lines (other lines, such as log lines, are skipped).
 median() { "$python" -c 'import json,sys,statistics; k=sys.argv[2]; print(statistics.median(json.loads(l)[k] for l in open(sys.argv[1]) if l.startswith("{")))' "$1" "$2"; }
 
-say "64 MiB goodput: memcpy, shm (cma), shm (ring), tcp, unix; $repeat turns"
+say "64 MiB goodput: memcpy, shm (cma), shm (ring), tcp, shm and tcp with plain recv; $repeat turns"
 for _ in $(seq "$repeat"); do
   "$build/bench/memcpy_bw" >>"$work/memcpy.jsonl"
   "$build/bench/api_goodput" 67108864 16 shm >>"$work/g_shm.jsonl"
   WCOMM_SHM_CMA=0 "$build/bench/api_goodput" 67108864 16 shm >>"$work/g_ring.jsonl"
   "$build/bench/api_goodput" 67108864 16 tcp >>"$work/g_tcp.jsonl"
+  # Plain recv (storage the library allocates): no copy from an inbox into a recv_into tensor.
+  "$build/bench/api_goodput" 67108864 16 shm recv >>"$work/g_shm_recv.jsonl"
+  "$build/bench/api_goodput" 67108864 16 tcp recv >>"$work/g_tcp_recv.jsonl"
+  # The same with a block cache that holds every block in flight (the default 256 MiB holds
+  # four of 64 MiB; over shm more are alive at once, and the others are fresh, faulting memory).
+  WCOMM_BLOCK_CACHE_BYTES=1073741824 "$build/bench/api_goodput" 67108864 16 shm recv >>"$work/g_shm_recv_cache.jsonl"
+  WCOMM_BLOCK_CACHE_BYTES=1073741824 "$build/bench/api_goodput" 67108864 16 tcp recv >>"$work/g_tcp_recv_cache.jsonl"
 done
 
 say "64 B round trip: shm and tcp without busy polling, shm with 200 us of it, ucx tag_lat; $repeat turns"
@@ -68,18 +77,24 @@ memcpy="$(median "$work/memcpy.jsonl" gb_s)"
 g_shm="$(median "$work/g_shm.jsonl" goodput_gb_s)"
 g_ring="$(median "$work/g_ring.jsonl" goodput_gb_s)"
 g_tcp="$(median "$work/g_tcp.jsonl" goodput_gb_s)"
+g_shm_recv="$(median "$work/g_shm_recv.jsonl" goodput_gb_s)"
+g_tcp_recv="$(median "$work/g_tcp_recv.jsonl" goodput_gb_s)"
+g_shm_recv_cache="$(median "$work/g_shm_recv_cache.jsonl" goodput_gb_s)"
+g_tcp_recv_cache="$(median "$work/g_tcp_recv_cache.jsonl" goodput_gb_s)"
 r_shm="$(median "$work/rtt_shm.jsonl" p50_us)"
 r_tcp="$(median "$work/rtt_tcp.jsonl" p50_us)"
 r_busy="$(median "$work/rtt_shm_busy.jsonl" p50_us)"
 r_ucx="$(median "$work/rtt_ucx.jsonl" p50_us)"
-"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" <<'PY'
+"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" "$g_shm_recv" "$g_tcp_recv" "$g_shm_recv_cache" "$g_tcp_recv_cache" <<'PY'
 import json, statistics, sys
 work = sys.argv[1]
-memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx = map(float, sys.argv[2:])
+memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx, g_shm_recv, g_tcp_recv, g_shm_rc, g_tcp_rc = map(float, sys.argv[2:])
 print("| figure | wcomm | reference (same run) | ratio | target |")
 print("|---|---|---|---|---|")
 print(f"| 64 MiB goodput, shm (cross-memory attach) | {g_shm:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_shm/memcpy:.2f}x | >= 0.8x |")
 print(f"| 64 MiB goodput, shm vs tcp | {g_shm:.2f} GB/s | tcp {g_tcp:.2f} GB/s | {g_shm/g_tcp:.2f}x | >= 3x |")
+print(f"| 64 MiB goodput, shm, plain recv | {g_shm_recv:.2f} GB/s | memcpy {memcpy:.2f} GB/s; tcp, plain recv {g_tcp_recv:.2f} GB/s | {g_shm_recv/memcpy:.2f}x; {g_shm_recv/g_tcp_recv:.2f}x | >= 0.8x; >= 3x |")
+print(f"| 64 MiB goodput, shm, plain recv, WCOMM_BLOCK_CACHE_BYTES=1GiB | {g_shm_rc:.2f} GB/s | memcpy {memcpy:.2f} GB/s; tcp, same {g_tcp_rc:.2f} GB/s | {g_shm_rc/memcpy:.2f}x; {g_shm_rc/g_tcp_rc:.2f}x | >= 0.8x; >= 3x |")
 print(f"| 64 MiB goodput, shm ring (WCOMM_SHM_CMA=0) | {g_ring:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_ring/memcpy:.2f}x | (fallback) |")
 print(f"| 64 B round trip p50, no busy polling | shm {r_shm:.1f} us | tcp {r_tcp:.1f} us | {r_shm/r_tcp:.2f}x | <= 0.3x |")
 print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.1f} us | ucx tag_lat posix,self {r_ucx:.1f} us | {r_busy/r_ucx:.2f}x | <= 2x |")

@@ -10,10 +10,11 @@ packages=(
   libgtest-dev libgmock-dev libbenchmark-dev
   pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
   python3-zmq python3-msgpack python3-yaml python3-pip python3-setuptools
-  libzmq3-dev cppzmq-dev
+  libzmq3-dev cppzmq-dev libzstd-dev
   iperf3 iproute2 iputils-ping procps openssl
   openmpi-bin
   clang-14 libclang-rt-14-dev
+  openssh-server openssh-client slurmctld slurmd slurm-client munge
 )
 
 missing=()

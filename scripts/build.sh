@@ -15,6 +15,9 @@ command -v ninja >/dev/null && generator=(-G Ninja)
 # Release by default (no -g: half the compile time on two cores); WCOMM_BUILD_TYPE overrides.
 # Sanitizer builds use -O1: fast enough to run the suites, quicker to compile.
 flags=(-DCMAKE_BUILD_TYPE="${WCOMM_BUILD_TYPE:-Release}")
+# WCOMM_UNITY_BUILD=ON compiles a target's sources in batches (about half the compile time of
+# a fresh build: scripts/test.sh uses it); OFF (the default) rebuilds less after an edit.
+flags+=(-DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}")
 [ -n "$sanitize" ] && flags+=(-DCMAKE_CXX_FLAGS_RELEASE="-O1")
 cmake -S . -B "$dir" "${generator[@]}" "${flags[@]}" -DWCOMM_SANITIZE="$sanitize" >/dev/null
 cmake --build "$dir" -j "${WCOMM_JOBS:-2}" "${targets[@]}"

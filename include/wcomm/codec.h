@@ -25,15 +25,22 @@ inline constexpr std::uint16_t kProtocolVersion = 1;
 // "heartbeat" feature (docs/wire-format.md); a V0.1 peer never sees it.
 // kAck likewise, to peers that listed "ack": it acknowledges DATA frames that asked for it.
 // kAuth likewise, to peers that listed "auth=": the dialer's proof of the cluster key.
+// kChunk likewise, to peers that listed "chunks": a piece of a chunked DATA frame's payload.
 enum class FrameKind : std::uint8_t {
-  kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32, kAck = 33, kAuth = 34
+  kHello = 1, kHelloAck = 2, kClose = 3, kData = 16, kHeartbeat = 32, kAck = 33, kAuth = 34, kChunk = 35
 };
 // DATA header flag (wcomm extension, "ack" feature): the sender asks for an ACK of this frame.
 inline constexpr std::uint8_t kFlagAckRequested = 0x80;
+// DATA header flag ("chunks" feature): the frame ends after its manifest; its payload follows
+// in CHUNK frames with the same message_id, which other frames may come between.
+inline constexpr std::uint8_t kFlagChunked = 0x40;
+// CHUNK header flag ("zstd" feature): the chunk's bytes are one zstd frame that decompresses
+// to the next bytes of the message's payload.
+inline constexpr std::uint8_t kFlagCompressed = 0x20;
 
 struct FrameHeader {
   FrameKind kind = FrameKind::kData;
-  std::uint8_t flags = 0;  // 0, or kFlagAckRequested on a DATA frame
+  std::uint8_t flags = 0;  // 0; DATA: kFlagAckRequested, kFlagChunked; CHUNK: kFlagCompressed
   std::uint32_t tag = 0;
   std::uint64_t message_id = 0;
   std::uint32_t manifest_size = 0;

@@ -24,6 +24,19 @@ namespace wcomm {
 
 using Seconds = std::chrono::duration<double>;
 
+// How urgently a message goes out (CommOptions::priority). Between the chunks of a large
+// message (CommConfig::chunk_bytes), and ahead of queued messages of a lower class, a
+// message of a higher class goes first; within a class, messages go in the order sent.
+// Per (peer, tag) the order is always kept: a message never overtakes an earlier one on its
+// tag. kAuto: kHigh for a message of at most chunk_bytes (256 KiB by default: control
+// traffic, small tensors), kBulk for a larger one.
+enum class Priority : std::uint8_t { kAuto, kHigh, kNormal, kBulk };
+// Whether a message's chunks may be compressed (CommOptions::compress; CommConfig::compression
+// must be "auto" and the peer a wcomm node over TCP). kAuto: when the link is measured slower
+// than the compressor and a first sample of the message shrinks. kOn: always tried (still
+// skipped for data that does not shrink). kOff: never (e.g. already compressed data).
+enum class Compression : std::uint8_t { kAuto, kOn, kOff };
+
 // Per-operation options (V0.1's CommOptions).
 struct CommOptions {
   std::uint32_t tag = 0;
@@ -34,6 +47,8 @@ struct CommOptions {
   // without ack). A connection lost before the acknowledgement fails the send, so a message
   // the peer never got is never reported sent. Costs one small frame back per message.
   bool ack = false;
+  Priority priority = Priority::kAuto;        // send: see Priority
+  Compression compress = Compression::kAuto;  // send: see Compression
 };
 
 struct SendResult {
@@ -88,6 +103,16 @@ struct CommStats {
   // Errors no operation could be told of (a refused frame while nothing waited, when an
   // earlier such error was still unreported); each is also logged.
   std::uint64_t errors_without_waiter = 0;
+  // Chunked frames ("chunks" feature): messages sent in chunks, and CHUNK frames written.
+  std::uint64_t messages_chunked = 0;
+  std::uint64_t chunks_sent = 0;
+  // Adaptive compression ("zstd" feature): payload bytes that went through the compressor
+  // and what they became on the wire (bytes saved = in - out, counting chunks sent
+  // compressed only), time spent compressing, and bytes this side decompressed.
+  std::uint64_t compression_bytes_in = 0;
+  std::uint64_t compression_bytes_out = 0;
+  double compression_seconds = 0;
+  std::uint64_t bytes_decompressed = 0;
   std::map<std::string, PeerStats> peers;  // by node_id
 };
 

@@ -42,16 +42,35 @@ struct CommConfig {
   double connect_timeout_s = 30.0;
   bool allow_unsafe_pickle = false;
   bool tcp_nodelay = true;
-  // Egress pacing, with V0.1's keys and rules; 0 stands for V0.1's null (the default of all
-  // three). With a rate set, a frame is written in quanta of egress_quantum_bytes, each once a
-  // token bucket of egress_burst_bytes allows it. A rate or a burst needs a quantum, the burst
-  // must hold at least one quantum, and a rate must be a whole number >= 1. V0.1's null burst
-  // means one quantum: the YAML loader and the Python CommConfig fill that in; a C++ caller
-  // that sets a rate sets the burst too. Unlike V0.1, the rate holds per peer, not for the
-  // whole node, and a quantum without a rate changes nothing (docs/python.md).
+  // The egress byte scheduler, with V0.1's keys and rules; 0 stands for V0.1's null (the
+  // default of all three). A quantum turns it on: every peer's writer asks it for the next
+  // bytes it may write, at most one quantum at a time, and it serves the peers in turn
+  // (deficit round robin), so concurrent flows share the uplink fairly. With a rate, one token
+  // bucket of egress_burst_bytes caps the whole node's egress (all peers together, as V0.1).
+  // A rate or a burst needs a quantum, the burst must hold at least one quantum, and a rate
+  // must be a whole number >= 1. V0.1's null burst means one quantum: the YAML loader and the
+  // Python CommConfig fill that in; a C++ caller that sets a rate sets the burst too.
   std::uint64_t egress_quantum_bytes = 0;
   double egress_rate_bytes_per_second = 0.0;
   std::uint64_t egress_burst_bytes = 0;
+  // With the scheduler on: at most this many peers receive bulk messages (CommOptions::priority
+  // kBulk, or a large message by default) at once; the others' bulk waits for a flow to end,
+  // while their small messages go on. 0: no cap (wcomm; V0.1 has no cap).
+  std::uint64_t egress_max_bulk_flows = 0;
+  // Chunked frames (wcomm; negotiated, a V0.1 peer never sees them): a message larger than
+  // this is written in chunks of this many bytes, between which smaller or more urgent
+  // messages to the same peer go out (CommOptions::priority). 0: never chunk. 4 KiB .. 64 MiB.
+  std::uint64_t chunk_bytes = 256ull << 10;
+  // TCP_NOTSENT_LOWAT on TCP connections: the kernel holds at most about this many unsent
+  // bytes per connection, so a new urgent message waits behind little. Smaller is more
+  // responsive; too small costs bulk goodput on fast, long links (more wake-ups, and the
+  // kernel may run dry between writes). 0: the kernel's default (unbounded).
+  std::uint64_t tcp_notsent_lowat_bytes = 128ull << 10;
+  // Adaptive compression of chunked messages over TCP (wcomm; negotiated as "zstd"): "auto"
+  // compresses a message's chunks with zstd only when the link is measured slower than the
+  // compressor and a first chunk shrinks (CommOptions::compress opts a message in or out);
+  // "off" never compresses and does not offer it.
+  std::string compression = "auto";
   // Busy polling: a thread blocked on a plain recv (get / wait / wait_for) reads the socket
   // without sleeping for up to this many microseconds before it sleeps. A reply that comes
   // within the window costs no sleep and wake-up (several microseconds each way on a virtual

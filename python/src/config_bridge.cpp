@@ -35,6 +35,10 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("transport", c.transport);
   fn("max_pending_handshakes", c.max_pending_handshakes);
   fn("max_pending_handshakes_per_source", c.max_pending_handshakes_per_source);
+  fn("egress_max_bulk_flows", c.egress_max_bulk_flows);
+  fn("chunk_bytes", c.chunk_bytes);
+  fn("tcp_notsent_lowat_bytes", c.tcp_notsent_lowat_bytes);
+  fn("compression", c.compression);
   fn("cluster_key", c.cluster_key);  // bytes in Python
   fn("tls_cert_file", c.tls.cert_file);  // Python's CommConfig.tls (a TlsConfig), flattened
   fn("tls_key_file", c.tls.key_file);

@@ -54,7 +54,10 @@ CommOptions CoreComm::options(std::uint32_t tag, std::optional<double> timeout, 
 }
 
 py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
-                         std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack) {
+                         std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack, int priority,
+                         int compress) {
+  if (priority < 0 || priority > 3) raise_error(ErrorCode::kInvalidArgument, "priority must be 0..3");
+  if (compress < 0 || compress > 2) raise_error(ErrorCode::kInvalidArgument, "compress must be 0..2");
   const Peer& dst = comm_->peer(peer);
   EncodeContext ctx;
   ctx.encoders = encoders_;
@@ -68,6 +71,8 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
     py::gil_scoped_release release;
     CommOptions o = options(tag, timeout, wait_for_capacity);
     o.ack = ack;
+    o.priority = static_cast<Priority>(priority);
+    o.compress = static_cast<Compression>(compress);
     future = comm_->send(std::move(value), dst, std::move(piggy), o);
     // The loop thread usually writes a small message within microseconds; catching that here
     // saves a trip through the completion queue and a wake-up of the asyncio loop.
@@ -197,6 +202,12 @@ py::dict CoreComm::stats() const {
   out["messages_read_by_receivers"] = s.messages_read_by_receivers;
   out["messages_read_busy_polling"] = s.messages_read_busy_polling;
   out["errors_without_waiter"] = s.errors_without_waiter;
+  out["messages_chunked"] = s.messages_chunked;
+  out["chunks_sent"] = s.chunks_sent;
+  out["compression_bytes_in"] = s.compression_bytes_in;
+  out["compression_bytes_out"] = s.compression_bytes_out;
+  out["compression_seconds"] = s.compression_seconds;
+  out["bytes_decompressed"] = s.bytes_decompressed;
   py::dict peers;
   for (const auto& [name, p] : s.peers) {
     py::dict d;

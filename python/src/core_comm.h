@@ -46,7 +46,8 @@ class CoreComm {
   // (op_id, keepalive, None): keepalive holds the objects whose memory the message borrows,
   // to be kept until the op's completion is drained.
   py::tuple send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
-                 std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack = false);
+                 std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack = false,
+                 int priority = 0, int compress = 0);
   // Starts a recv and waits up to wait_us (GIL released) for it; a recv with no timeout reads
   // its message on this thread meanwhile (the core's receive fast path), so the message
   // needs no wake-up of the asyncio loop. Returns (0, ok, payload) if it completed, payload as

@@ -39,6 +39,8 @@ class Comm:
         wait_for_capacity: bool,
         spin_us: int,
         ack: bool = False,
+        priority: int = 0,
+        compress: int = 0,
     ) -> Tuple[int, Optional[List[Any]], Optional[Tuple[int, int]]]: ...
     def recv(
         self, peer: str, tag: int, timeout: Optional[float], tensor_mode: int, wait_us: int

@@ -64,12 +64,20 @@ class CommOptions:
     """Per-operation options: the tag to match on, a timeout in seconds (None: wait as long as
     it takes), whether send waits for queue capacity (False: BackpressureError at once), and
     (wcomm) whether send completes only once a wcomm peer acknowledges having read the message
-    (ack=True; a V0.1 peer cannot, and there the send completes as without ack)."""
+    (ack=True; a V0.1 peer cannot, and there the send completes as without ack).
+
+    priority (wcomm, send): "auto" (small messages "high", ones over CommConfig.chunk_bytes
+    "bulk"), "high", "normal" or "bulk": a higher class goes out first, between the chunks of
+    a large message; per (peer, tag) the order is always kept. compress (wcomm, send): None
+    (adaptive: only when the link is slower than the compressor and a sample shrinks), True
+    (always tried) or False (never)."""
 
     tag: int = 0
     timeout: Optional[float] = None
     wait_for_capacity: bool = True
     ack: bool = False
+    priority: str = "auto"
+    compress: Optional[bool] = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.tag) or not 0 <= self.tag <= _U32_MAX:
@@ -82,6 +90,19 @@ class CommOptions:
             raise ValueError(f"CommOptions.wait_for_capacity must be a bool, got {self.wait_for_capacity!r}")
         if not isinstance(self.ack, bool):
             raise ValueError(f"CommOptions.ack must be a bool, got {self.ack!r}")
+        if self.priority not in _PRIORITIES:
+            raise ValueError(f"CommOptions.priority must be one of {', '.join(_PRIORITIES)}, got {self.priority!r}")
+        if self.compress is not None and not isinstance(self.compress, bool):
+            raise ValueError(f"CommOptions.compress must be None, True or False, got {self.compress!r}")
+
+    def _priority_code(self) -> int:
+        return _PRIORITIES.index(self.priority)
+
+    def _compress_code(self) -> int:
+        return 0 if self.compress is None else (1 if self.compress else 2)
+
+
+_PRIORITIES = ("auto", "high", "normal", "bulk")
 
 
 _INT_FIELDS = (
@@ -98,6 +119,9 @@ _INT_FIELDS = (
     "recv_busy_poll_us",
     "max_pending_handshakes",
     "max_pending_handshakes_per_source",
+    "egress_max_bulk_flows",
+    "chunk_bytes",
+    "tcp_notsent_lowat_bytes",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
@@ -135,10 +159,12 @@ class CommConfig:
     bounded by max_peer_unreceived_* (past them TCP pushes back on the sender). Unsafe pickle
     is for trusted peers only.
 
-    Egress pacing (V0.1's keys and rules; all three default to None, pacing off): a rate in
-    bytes per second needs egress_quantum_bytes, the size of each paced write; the token
-    bucket holds egress_burst_bytes (None: one quantum), at least one quantum. Unlike V0.1 the
-    rate holds per peer rather than for the whole node (docs/python.md).
+    The egress scheduler (V0.1's keys and rules; all three default to None, off): a quantum
+    turns it on (peers served in turn, one quantum each); a rate in bytes per second, which
+    needs egress_quantum_bytes, caps the whole node's egress with one token bucket holding
+    egress_burst_bytes (None: one quantum), at least one quantum. wcomm adds
+    egress_max_bulk_flows (0: no cap), chunk_bytes (0: no chunked frames),
+    tcp_notsent_lowat_bytes (0: the kernel's default) and compression ("auto" or "off").
     """
 
     max_message_bytes: int = 256 << 20
@@ -177,6 +203,13 @@ class CommConfig:
     # TLS (a TlsConfig): every connection is TLS 1.3 over TCP, both ends showing a certificate
     # from the CA that names their node id; auto then never uses shared memory (docs/python.md).
     tls: Optional[TlsConfig] = None
+    # Responsiveness under load (docs/python.md): at most this many peers get bulk at once
+    # with the scheduler on (0: no cap); chunk size of large messages (0: whole frames);
+    # TCP_NOTSENT_LOWAT (0: kernel default); adaptive zstd compression ("auto" or "off").
+    egress_max_bulk_flows: int = 0
+    chunk_bytes: int = 256 << 10
+    tcp_notsent_lowat_bytes: int = 128 << 10
+    compression: str = "auto"
 
     def __post_init__(self) -> None:
         if self.tls is not None and not isinstance(self.tls, TlsConfig):

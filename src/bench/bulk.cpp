@@ -33,7 +33,9 @@ void send_bulk(Comm& comm, const Peer& peer, ZeroPayloads& zeros, std::uint32_t 
       in_flight.pop_front();
       in_flight_bytes -= frame_bytes;
     }
-    in_flight.push_back(comm.send(Value(payload), peer, Value(), {.tag = tag, .timeout = timeout}));
+    // Never compressed: the zero-filled payloads would measure the compressor, not the link.
+    in_flight.push_back(
+        comm.send(Value(payload), peer, Value(), {.tag = tag, .timeout = timeout, .compress = Compression::kOff}));
     in_flight_bytes += frame_bytes;
   }
   while (!in_flight.empty()) {

@@ -8,6 +8,7 @@
 #include <cctype>
 #include <charconv>
 #include <climits>
+#include <filesystem>
 
 #include "bench/diagnostics_text.h"
 
@@ -53,6 +54,11 @@ std::string basename_of_link(const std::string& path) {
 }
 
 }  // namespace
+
+bool network_interface_exists(const std::string& name) {
+  return !name.empty() && name.find('/') == std::string::npos && name != "." && name != ".." &&
+         std::filesystem::exists(std::filesystem::path("/sys/class/net") / name);
+}
 
 json parse_softirqs(std::string_view text) {
   json out = json::object();

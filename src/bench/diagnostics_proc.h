@@ -42,6 +42,10 @@ nlohmann::json parse_meminfo(std::string_view text);
 // "iwlwifi"). Resolved once per run: they do not change while it runs.
 std::vector<std::string> interface_irq_names(const std::string& interface);
 
+// Whether this host has a network interface of that name (/sys/class/net/NAME; a name with a
+// '/' or "." / ".." is none). V0.1's tools refused an --interface that names none.
+bool network_interface_exists(const std::string& name);
+
 // /sys/class/net/IF/statistics: {rx_bytes, rx_dropped, rx_errors, rx_packets, tx_bytes,
 // tx_dropped, tx_errors, tx_packets}; a counter that cannot be read is null.
 nlohmann::json read_interface_statistics(const std::string& interface);

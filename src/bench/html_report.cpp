@@ -311,7 +311,10 @@ std::string load_section(const json& report, const std::vector<Plot>& plots) {
     for (const auto& s : scenarios) {
       const json summary = summary_or_computed(field(s, "rtt_ms"), field(s, "samples_ms"));
       const auto fraction = number_of(field(s, "target_fraction"));
-      html += "<tr><th>" + e(text_of(field(s, "direction"))) + "</th>" + number_cell(field(s, "streams")) +
+      // wcomm's tensor background (tensors over the foreground Comm) is labelled as such.
+      const bool tensor = field(s, "background").is_string() && field(s, "background") == "tensor";
+      html += "<tr><th>" + e(text_of(field(s, "direction")) + (tensor ? " (tensor)" : "")) + "</th>" +
+              number_cell(field(s, "streams")) +
               cell(fraction ? readable_number(*fraction * 100.0) + "%" : "n/a", true) +
               number_cell(field(s, "target_mbps"), "Mbit/s") + number_cell(field(s, "delivered_mbps"), "Mbit/s") +
               number_cell(field(summary, "p50"), "ms") + number_cell(field(summary, "p99"), "ms") +

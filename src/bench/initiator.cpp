@@ -256,7 +256,7 @@ nlohmann::json Initiator::run() {
           ? nlohmann::json::array()
           : run_load_phase(settings_, report["throughput"],
                            LoadPhaseTarget{host, static_cast<std::uint16_t>(peer.port + 1)},
-                           [&] { return ping_ms(probe_payload); }, options_.progress);
+                           [&] { return ping_ms(probe_payload); }, options_.progress, &control_);
 
   nlohmann::json initiator = node_section(control_.comm().local().node_id, interface);
   initiator["tcp_socket_before_stop"] = host.empty() ? nlohmann::json(nullptr) : tcp_sockets(host);

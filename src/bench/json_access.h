@@ -2,6 +2,7 @@
 // older wcomm with null placeholders, or be cut short, and the page must still render.
 #pragma once
 
+#include <cstdio>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -44,6 +45,20 @@ inline std::vector<double> numbers_of(const nlohmann::json& array) {
 
 inline std::string string_of(const nlohmann::json& value, const std::string& otherwise = "") {
   return value.is_string() ? value.get<std::string>() : otherwise;
+}
+
+// Table cells: object[key] as a number (0 when missing), a figure with three decimals, and a
+// value as text (a string as it is, anything else as its JSON; escape it for the page).
+inline double number_or_zero(const nlohmann::json& object, std::string_view key) {
+  return number_of(field(object, key)).value_or(0.0);
+}
+inline std::string three_decimals(double v) {
+  char text[32];
+  std::snprintf(text, sizeof text, "%.3f", v);
+  return text;
+}
+inline std::string display_text(const nlohmann::json& value) {
+  return value.is_string() ? value.get<std::string>() : value.dump();
 }
 
 }  // namespace wcomm::bench

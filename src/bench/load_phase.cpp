@@ -3,6 +3,7 @@
 
 #include <algorithm>
 #include <cstdio>
+#include <optional>
 #include <random>
 #include <stdexcept>
 #include <thread>
@@ -12,6 +13,7 @@
 #include "bench/load_client.h"
 #include "bench/phase_progress.h"
 #include "bench/stats.h"
+#include "bench/tensor_load.h"
 
 namespace wcomm::bench {
 namespace {
@@ -26,18 +28,26 @@ double best_median(const nlohmann::json& throughput, const std::string& directio
   return best;
 }
 
-nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, const std::string& direction,
-                        std::uint64_t streams, double fraction, double capacity,
-                        const std::function<double()>& probe, std::mt19937_64& random) {
+nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, const std::string& background,
+                        const std::string& direction, std::uint64_t streams, double fraction, double capacity,
+                        const std::function<double()>& probe, std::mt19937_64& random, ControlChannel* control) {
   const double target_mbps = fraction * capacity;
   const double directions = direction == "bidirectional" ? 2.0 : 1.0;
   const double per_stream = target_mbps / directions / static_cast<double>(streams);
   const auto timeout = std::chrono::milliseconds(static_cast<long long>(s.operation_timeout * 1000));
-  LoadClient load(target.host, target.port, direction, streams, per_stream, s.load_duration, timeout);
+  std::optional<LoadClient> tcp_load;
+  std::optional<TensorLoad> tensor_load;
+  if (background == "tensor") {
+    if (!control) throw std::invalid_argument("the tensor background needs the foreground Comm");
+    tensor_load.emplace(*control, s.load_tensor_bytes, target_mbps, s.load_duration);
+    tensor_load->go();
+  } else {
+    tcp_load.emplace(target.host, target.port, direction, streams, per_stream, s.load_duration, timeout);
+    tcp_load->go();
+  }
 
   std::exponential_distribution<double> spacing(1.0 / s.load_probe_interval);
-  std::vector<double> samples;
-  load.go();
+  std::vector<double> samples, from_schedule;
   const auto start = BenchClock::now();
   auto next = start;
   for (;;) {
@@ -45,9 +55,15 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
     if (seconds_between(start, next) >= s.load_duration) break;
     std::this_thread::sleep_until(next);
     samples.push_back(probe());
+    // The probe's RTT counted from when it was due: a probe held up behind a long stall (a
+    // whole tensor in front of it) makes the ones due meanwhile late too, which the
+    // closed-loop RTTs alone do not show (coordinated omission).
+    from_schedule.push_back(std::chrono::duration<double, std::milli>(BenchClock::now() - next).count());
   }
-  const LoadResult result = load.wait();
-  const double delivered = (static_cast<double>(result.bytes_sent) * 8.0 / s.load_duration +
+  const LoadResult result = tensor_load ? tensor_load->wait() : tcp_load->wait();
+  // The tensor background's last tensors finish after the window: its rate is over its elapsed time.
+  const double send_window = tensor_load ? result.elapsed_s : s.load_duration;
+  const double delivered = (static_cast<double>(result.bytes_sent) * 8.0 / send_window +
                             (result.elapsed_s > 0 ? static_cast<double>(result.bytes_received) * 8.0 / result.elapsed_s
                                                   : 0.0)) /
                            1e6;
@@ -56,7 +72,8 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
   const std::uint64_t transferred = result.bytes_sent + result.bytes_received;
   const double goodput = result.elapsed_s > 0 ? static_cast<double>(transferred) * 8.0 / result.elapsed_s / 1e6 : 0.0;
   nlohmann::json rtt = summarize(samples);
-  return {// wcomm's keys
+  nlohmann::json out = {// wcomm's keys
+          {"background", background},
           {"direction", direction},
           {"streams", streams},
           {"target_fraction", fraction},
@@ -86,6 +103,12 @@ nlohmann::json scenario(const BenchSettings& s, const LoadPhaseTarget& target, c
             {"transferred_bytes", transferred},
             {"goodput_mbps", goodput}}},
           {"delivered_load_fraction", capacity > 0 ? goodput / capacity : 0.0}};
+  out["rtt_from_schedule_ms"] = summarize(from_schedule);
+  if (tensor_load) {
+    out["tensor_bytes"] = s.load_tensor_bytes;
+    out["chunk_bytes"] = s.comm_chunk_bytes;
+  }
+  return out;
 }
 
 }  // namespace
@@ -99,26 +122,36 @@ double measured_capacity_mbps(const nlohmann::json& throughput, const std::strin
 }
 
 nlohmann::json run_load_phase(const BenchSettings& s, const nlohmann::json& throughput, const LoadPhaseTarget& target,
-                              const std::function<double()>& probe, const ProgressSink& progress) {
+                              const std::function<double()>& probe, const ProgressSink& progress,
+                              ControlChannel* control) {
   std::mt19937_64 random(s.random_seed);
   nlohmann::json scenarios = nlohmann::json::array();
-  PhaseProgress steps("latency under load",
-                      s.load_directions.size() * s.load_concurrencies.size() * s.load_fractions.size());
+  // The tensor background is one stream (the Comm connection): concurrencies do not apply.
+  std::size_t count = 0;
+  for (const auto& background : s.load_backgrounds)
+    count += s.load_directions.size() * (background == "tensor" ? 1 : s.load_concurrencies.size()) *
+             s.load_fractions.size();
+  PhaseProgress steps("latency under load", count);
+  for (const std::string& background : s.load_backgrounds)
   for (const std::string& direction : s.load_directions) {
     const double capacity = measured_capacity_mbps(throughput, direction);
     if (!(capacity > 0.0))
       throw std::invalid_argument("latency under load: no goodput was measured to take fractions of (give "
                                   "--throughput-sizes)");
-    for (std::uint64_t streams : s.load_concurrencies) {
+    const std::vector<std::uint64_t> one{1};
+    for (std::uint64_t streams : background == "tensor" ? one : s.load_concurrencies) {
       for (double fraction : s.load_fractions) {
-        scenarios.push_back(scenario(s, target, direction, streams, fraction, capacity, probe, random));
+        scenarios.push_back(
+            scenario(s, target, background, direction, streams, fraction, capacity, probe, random, control));
         if (progress) {
           const auto& last = scenarios.back();
           char detail[200];
-          std::snprintf(detail, sizeof detail, "%s x%llu at %.2f: target %.1f Mbps, delivered %.1f Mbps, p50 %.3f ms",
-                        direction.c_str(), static_cast<unsigned long long>(streams), fraction,
+          std::snprintf(detail, sizeof detail,
+                        "%s %s x%llu at %.2f: target %.1f Mbps, delivered %.1f Mbps, p50 %.3f ms, p99 %.3f ms",
+                        background.c_str(), direction.c_str(), static_cast<unsigned long long>(streams), fraction,
                         last["target_mbps"].get<double>(), last["delivered_mbps"].get<double>(),
-                        last["rtt_ms"]["p50"].is_number() ? last["rtt_ms"]["p50"].get<double>() : 0.0);
+                        last["rtt_ms"]["p50"].is_number() ? last["rtt_ms"]["p50"].get<double>() : 0.0,
+                        last["rtt_ms"]["p99"].is_number() ? last["rtt_ms"]["p99"].get<double>() : 0.0);
           progress(steps.line(scenarios.size(), detail));
         }
       }

@@ -11,6 +11,7 @@
 #include <nlohmann/json.hpp>
 
 #include "bench/initiator.h"
+#include "bench/protocol.h"
 #include "bench/settings.h"
 
 namespace wcomm::bench {
@@ -26,9 +27,10 @@ struct LoadPhaseTarget {
 };
 
 // Runs every scenario and returns the report's latency_under_load list. `probe` does one
-// foreground round trip and returns its RTT in ms.
+// foreground round trip and returns its RTT in ms. `control`: the foreground Comm's control
+// channel, which the "tensor" background loads (settings.load_backgrounds).
 nlohmann::json run_load_phase(const BenchSettings& settings, const nlohmann::json& throughput,
                               const LoadPhaseTarget& target, const std::function<double()>& probe,
-                              const ProgressSink& progress);
+                              const ProgressSink& progress, ControlChannel* control = nullptr);
 
 }  // namespace wcomm::bench

@@ -13,6 +13,7 @@
 #include "bench/process_usage.h"
 #include "bench/protocol.h"
 #include "bench/report.h"
+#include "bench/tensor_load.h"
 
 namespace wcomm::bench {
 namespace {
@@ -42,6 +43,7 @@ class Responder {
   nlohmann::json environment_before_;
   std::optional<LinkSampler> sampler_;
   std::optional<LoadServer> load_server_;  // while the initiator asked for latency under load
+  std::optional<TensorDrain> tensor_drain_;  // during a tensor-background scenario
   nlohmann::json final_report_;
 };
 
@@ -80,6 +82,22 @@ bool Responder::handle(Dict request) {
   }
   if (op == "tensor_ping") {
     control_.post(Dict{{"op", "tensor_pong"}, {"sequence", field(request, "sequence")}, {"payload", field(request, "payload")}});
+    return true;
+  }
+  if (op == "tensor_load") {
+    // wcomm: the initiator loads the Comm connection itself with tensors (tensor_load.h).
+    const std::string action = string_field(request, "action");
+    if (action == "start") {
+      tensor_drain_.emplace(control_.comm(), control_.peer(), control_.timeout());
+      control_.send(Dict{{"op", "tensor_load"}, {"action", "started"}});
+    } else if (action == "stop") {
+      const std::uint64_t received = tensor_drain_ ? tensor_drain_->finish() : 0;
+      tensor_drain_.reset();
+      control_.send(Dict{{"op", "tensor_load"}, {"action", "stopped"},
+                         {"bytes_received", static_cast<std::int64_t>(received)}});
+    } else {
+      throw BenchProtocolError("tensor_load: unknown action '" + action + "'");
+    }
     return true;
   }
   if (op == "tensor_structures") {

@@ -45,6 +45,18 @@ void BenchSettings::validate() const {
     if (!(load_duration > 0.0)) throw std::invalid_argument("load_duration: must be a positive number of seconds");
     if (!(load_probe_interval > 0.0))
       throw std::invalid_argument("load_probe_interval: must be a positive number of seconds");
+    if (load_backgrounds.empty()) throw std::invalid_argument("load_backgrounds: must not be empty");
+    for (const auto& b : load_backgrounds)
+      if (b != "tcp" && b != "tensor")
+        throw std::invalid_argument("load_backgrounds: '" + b + "' is not one of tcp, tensor");
+    if (std::find(load_backgrounds.begin(), load_backgrounds.end(), "tensor") != load_backgrounds.end()) {
+      if (load_tensor_bytes < 1024 || load_tensor_bytes > (1ull << 30))
+        throw std::invalid_argument("load_tensor_bytes: must be between 1024 and 2^30");
+      for (const auto& d : load_directions)
+        if (d != "upload")
+          throw std::invalid_argument("load_directions: the tensor background loads upload only (the initiator "
+                                      "sends), got '" + d + "'");
+    }
   }
 }
 
@@ -56,7 +68,7 @@ std::uint64_t throughput_message_count(const BenchSettings& settings, std::uint6
 }
 
 nlohmann::json settings_to_json(const BenchSettings& s) {
-  return {
+  nlohmann::json out = {
       {"directions", s.directions},
       {"latency_rounds", s.latency_rounds},
       {"latency_sizes", s.latency_sizes},
@@ -79,6 +91,13 @@ nlohmann::json settings_to_json(const BenchSettings& s) {
       {"throughput_trials", s.throughput_trials},
       {"warmup_rounds", s.warmup_rounds},
   };
+  // wcomm's additions, only when used (a V0.1 report's settings stay as they were).
+  if (s.load_backgrounds != std::vector<std::string>{"tcp"}) {
+    out["load_backgrounds"] = s.load_backgrounds;
+    out["load_tensor_bytes"] = s.load_tensor_bytes;
+    out["comm_chunk_bytes"] = s.comm_chunk_bytes;
+  }
+  return out;
 }
 
 }  // namespace wcomm::bench

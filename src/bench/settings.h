@@ -34,6 +34,13 @@ struct BenchSettings {
   double load_duration = 10.0;
   double load_probe_interval = 0.05;
   std::uint64_t load_probe_size = 64;
+  // What loads the link (wcomm): "tcp" (V0.1: plain TCP streams to the load server beside
+  // the Comm) and/or "tensor" (tensors of load_tensor_bytes over the foreground Comm
+  // connection itself, upload only, a wcomm responder needed: head-of-line blocking shows).
+  std::vector<std::string> load_backgrounds{"tcp"};
+  std::uint64_t load_tensor_bytes = 64ull << 20;
+  // Recorded with the tensor scenarios: the initiator's CommConfig::chunk_bytes.
+  std::uint64_t comm_chunk_bytes = 0;
 
   // Throws std::invalid_argument naming the first setting that cannot be run.
   void validate() const;

@@ -15,7 +15,10 @@ std::vector<std::size_t> split(std::size_t n, std::size_t parts) {
 
 Tensor slice(const Tensor& data, std::size_t begin, std::size_t end) {
   std::size_t item = dtype_itemsize(data.dtype());
-  return Tensor::borrow(data.data() + begin * item, data.dtype(), {static_cast<std::int64_t>(end - begin)});
+  // Shares the owner of data's storage (none for borrowed memory), so a receive still being
+  // read into a scratch block keeps it alive.
+  return Tensor::from_buffer(Buffer::share(data.buffer().owner(), data.data() + begin * item, (end - begin) * item),
+                             data.dtype(), {static_cast<std::int64_t>(end - begin)});
 }
 
 void barrier(Group::Call& call) {

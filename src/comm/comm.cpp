@@ -23,7 +23,11 @@ std::string seconds_text(double seconds) {
   return text;
 }
 
-Comm::Impl::Impl(CommSpec s) : spec(std::move(s)) {}
+Comm::Impl::Impl(CommSpec s) : spec(std::move(s)) {
+  const CommConfig& c = spec.comm;
+  scheduler.emplace(io, EgressScheduler::Settings{c.egress_quantum_bytes, c.egress_rate_bytes_per_second,
+                                                  c.egress_burst_bytes, c.egress_max_bulk_flows});
+}
 
 Comm::Impl::~Impl() {
   // Sockets go before the io_context that owns their services.
@@ -38,6 +42,7 @@ transport::Options Comm::Impl::transport_options() const {
   transport::Options o;
   o.tcp_nodelay = spec.comm.tcp_nodelay;
   o.tls = tls;
+  o.tcp_notsent_lowat_bytes = static_cast<int>(spec.comm.tcp_notsent_lowat_bytes);
   const double hb = spec.comm.heartbeat_interval_s;
   if (hb > 0) {
     o.keepalive_idle_s = std::max(1, static_cast<int>(std::ceil(3 * hb)));
@@ -148,6 +153,7 @@ void Comm::Impl::close_from_loop() {
   if (same_host_listener) same_host_listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
   for (auto& [name, peer] : peers) peer->close_all(error);
+  scheduler->close();
   auto pending = std::move(handshaking);
   handshaking.clear();
   for (auto& c : pending) c->fail(error, true);
@@ -338,6 +344,14 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
         post);
   message->promise = Promise<SendResult>(post);
   message->wants_ack = options.ack;
+  message->tag = options.tag;
+  message->compress = options.compress;
+  message->priority = options.priority;
+  if (message->priority == Priority::kAuto) {
+    // Small messages (control traffic) first; what would be chunked is bulk.
+    const std::uint64_t small = impl_->spec.comm.chunk_bytes ? impl_->spec.comm.chunk_bytes : 256ull << 10;
+    message->priority = message->frame.payload_bytes <= small ? Priority::kHigh : Priority::kBulk;
+  }
   message->peer = state;
   message->comm = impl_;
   message->promise.set_operation(message);
@@ -404,9 +418,7 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   waiter->comm = owner;
   waiter->promise.set_operation(waiter);
   Future<Received> future = waiter->promise.future();
-  if (!options.timeout && state->recv_from_caller(waiter)) return future;
-  if (!impl.post([state, waiter, options] { state->submit_recv(waiter, options); }))
-    waiter->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
+  state->recv_from_caller(waiter, options.timeout);
   return future;
 }
 
@@ -464,10 +476,18 @@ void Comm::on_peer_event(std::function<void(const PeerEvent&)> handler) {
 CommStats Comm::stats() const {
   const auto& s = impl_->stats;
   auto get = [](const std::atomic<std::uint64_t>& a) { return a.load(std::memory_order_relaxed); };
-  return {get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
-          get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
-          get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
-          get(s.messages_read_busy_polling), get(s.errors_without_waiter), peer_stats()};
+  CommStats out{get(s.messages_sent),        get(s.messages_received),    get(s.wire_bytes_sent),
+                get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
+                get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
+                get(s.messages_read_busy_polling), get(s.errors_without_waiter)};
+  out.messages_chunked = get(s.messages_chunked);
+  out.chunks_sent = get(s.chunks_sent);
+  out.compression_bytes_in = get(s.compression_bytes_in);
+  out.compression_bytes_out = get(s.compression_bytes_out);
+  out.compression_seconds = static_cast<double>(get(s.compression_nanoseconds)) * 1e-9;
+  out.bytes_decompressed = get(s.bytes_decompressed);
+  out.peers = peer_stats();
+  return out;
 }
 
 std::map<std::string, PeerStats> Comm::peer_stats() const {

@@ -22,7 +22,9 @@
 
 #include <asio.hpp>
 
+#include "comm/compression.h"
 #include "comm/egress.h"
+#include "comm/egress_scheduler.h"
 #include "comm/frame_reader.h"
 #include "comm/read_owner.h"
 #include "core/operation.h"
@@ -43,6 +45,7 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   // kAwaitingAck: written; the promise waits for the peer's ACK (CommOptions::ack).
   enum class State { kWaitingForCapacity, kQueued, kActive, kAwaitingAck, kDone };
   std::uint64_t id = 0;
+  std::uint32_t tag = 0;
   EncodedFrame frame;
   Promise<SendResult> promise;
   State state = State::kWaitingForCapacity;
@@ -56,10 +59,22 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   // a reading caller's thread can take the ACK first): finish_active completes it at once.
   bool acked_early = false;
   std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
+  // Scheduling (loop): the priority class (Priority, resolved: kHigh first), compression.
+  Priority priority = Priority::kBulk;
+  Compression compress = Compression::kAuto;
+  // A chunked message: written as its head, then CHUNK frames, between other messages.
+  bool chunked = false;
+  std::uint64_t payload_sent = 0;          // of frame.payload_bytes, in CHUNKs written
+  Connection* stream_connection = nullptr;  // the connection its chunks go to
+  int failed_compressions = 0;              // chunks that did not shrink
+  bool incompressible = false;              // stop trying
+  bool sampled = false;                     // the compressibility sample was taken
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;
   std::uint64_t bytes() const { return frame.wire_bytes(); }
+  std::uint32_t frame_tag() const { return tag; }
   std::vector<asio::const_buffer> gather() const;
+  std::vector<asio::const_buffer> payload_gather() const;  // the segments only
   void cancel() override;  // Future::cancel(): removes it from the queue, or aborts its write
 };
 
@@ -124,6 +139,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // The peer's incarnation (a wcomm peer's HELLO / HELLO_ACK says it; empty for V0.1).
   const std::string& peer_incarnation() const { return peer_incarnation_; }
   bool acks() const { return acks_; }  // both sides listed "ack"
+  bool chunks() const { return chunks_; }  // both sides listed "chunks"
+  bool zstd() const { return zstd_; }      // both sides listed "zstd" (and "chunks")
+  bool is_tcp() const { return transport_name() == "tcp"; }
+  // The link's measured drain rate for bulk writes (bytes/s; 0 until measured), for
+  // adaptive compression. Loop only.
+  LinkRate& link_rate() { return link_rate_; }
   // Loop: message_ids read here that asked for an ACK and have not been acknowledged yet.
   std::vector<std::uint64_t> take_pending_acks() { return std::exchange(pending_acks_, {}); }
   bool has_pending_acks() const { return !pending_acks_.empty(); }
@@ -180,19 +201,24 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool auth_refused_ = false;
   bool heartbeats_ = false;                 // negotiated
   bool acks_ = false;                       // negotiated
+  bool chunks_ = false, zstd_ = false;      // negotiated
+  LinkRate link_rate_;
   std::vector<std::uint64_t> pending_acks_;  // loop only
   Clock::duration silence_limit_{};         // 3 x the longer of the two heartbeat intervals
   std::atomic<std::uint64_t> bytes_written_{0};
   std::optional<asio::steady_timer> liveness_timer_;
   std::uint64_t last_read_seen_ = 0, last_written_seen_ = 0;
   Clock::time_point last_heard_{};
-  // The frame being read into a recv_into's tensors (the reading owner's).
-  std::shared_ptr<RecvWaiter> frame_into_;
-  // The frame being read, as charged to the peer's inbound bound (exchanged to 0 on release:
-  // the reader and the loop's fail() may both release it).
+  // The frames being read, as charged to the peer's inbound bound.
   std::atomic<std::uint64_t> partial_charge_{0};
-  void release_partial_charge();
-  std::optional<std::string> into_mismatch_;
+  void release_partial_charge(std::uint64_t bytes);
+  // Frames being read into a recv_into's tensors (the reading owner's), by message_id: more
+  // than one when chunked messages interleave.
+  struct IntoClaim {
+    std::shared_ptr<RecvWaiter> waiter;
+    std::optional<std::string> mismatch;
+  };
+  std::unordered_map<std::uint64_t, IntoClaim> frames_into_;
 };
 
 class PeerState {
@@ -219,13 +245,13 @@ class PeerState {
   void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
-  // Caller's thread: completes or parks a plain recv without waking the loop; false when the
-  // recv needs the loop (timeout, recv_into).
-  bool recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter);
+  // Caller's thread: completes or parks a recv at once; a timeout or recv_into then has its
+  // loop-only parts armed on the loop (arm_recv).
+  void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
+  void arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline, std::optional<Seconds> timeout);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
-  void submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options);
   // Loop: a recv needs the loop to read for it now (see Connection::read_soon).
   void read_soon();
   // Any thread: whether the connection a waiting thread would read is left to such a thread.
@@ -265,7 +291,27 @@ class PeerState {
   void release(OutMessage& message);
   void pump_queue();
   void finish_active(std::error_code ec);
-  void write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset);
+  // The writer (peer_writer.cpp): one unit at a time (a whole frame, or a chunked message's
+  // next chunk), each written in scheduler grants when the egress scheduler is on.
+  struct Unit {
+    std::shared_ptr<OutMessage> message;
+    std::vector<asio::const_buffer> buffers;
+    std::uint64_t total = 0, written = 0;
+    std::uint64_t payload_advance = 0;  // chunked: payload bytes this unit carries
+    std::array<std::uint8_t, 36> chunk_header{};
+    std::vector<std::uint8_t> compressed;
+    Clock::time_point started;
+  };
+  std::shared_ptr<OutMessage> pick_next();
+  void start_unit(const std::shared_ptr<OutMessage>& message, Connection& connection);
+  void build_chunk(Unit& unit, Connection& connection);
+  void write_unit(std::shared_ptr<Unit> unit);
+  void on_unit_written(const std::shared_ptr<Unit>& unit);
+  void fail_streaming(Connection* connection, const Error& error);  // nullptr: all
+  bool compress_chunk(Unit& unit, Connection& connection, const std::vector<asio::const_buffer>& payload,
+                      std::uint64_t n);
+  std::vector<std::shared_ptr<OutMessage>> streaming_;  // chunked messages started, not done
+  std::shared_ptr<Unit> unit_;                          // being written
   void continue_inline_write(const std::shared_ptr<OutMessage>& message);
 
   void ensure_connection();
@@ -279,6 +325,7 @@ class PeerState {
   void fail_awaiting_acks(Connection* connection, const Error& error);  // nullptr: all
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
+  bool may_pass_capacity_waiters(const OutMessage& message) const;
   void resume_paused();
   void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
@@ -301,8 +348,6 @@ class PeerState {
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
   bool dialing_ = false;  // a dial (connect and handshake, or the pause between tries) is on
-  EgressPacer pacer_;
-  std::optional<asio::steady_timer> pacer_timer_;
   std::optional<asio::steady_timer> backoff_timer_;
   std::shared_ptr<transport::PendingDial> pending_dial_;
   std::unordered_map<std::uint64_t, std::shared_ptr<OutMessage>> awaiting_ack_;  // by message_id
@@ -367,8 +412,14 @@ struct Comm::Impl {
     std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
         wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
         connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0},
-        errors_without_waiter{0};
+        errors_without_waiter{0}, messages_chunked{0}, chunks_sent{0}, compression_bytes_in{0},
+        compression_bytes_out{0}, compression_nanoseconds{0}, bytes_decompressed{0};
   } stats;
+  // Loop only: the node-wide egress scheduler (off without egress_quantum_bytes), the chunk
+  // compressor and its measured speed (bytes/s; 0 until measured).
+  std::optional<EgressScheduler> scheduler;
+  ChunkCompressor compressor;
+  double compressor_rate = 0;
 
   // Runs fn on the loop. From any thread: false (fn not run) once the loop has finished,
   // after close: nothing is ever posted where it would not run.

@@ -70,6 +70,8 @@ void Connection::finish_handshake(std::optional<Error> error) {
   handshake_timer_.reset();
   stream_->stop_waiting_readable();
   established_ = true;
+  zstd_ = zstd_ && chunks_;  // compression travels in chunks only
+  reader_.set_extensions(chunks_, zstd_, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");
   auto done = std::move(handshake_done_);
   done(std::nullopt);
@@ -84,6 +86,10 @@ std::vector<std::string> Connection::offered_features() const {
     out.push_back("heartbeat=" + seconds_text(impl_.spec.comm.heartbeat_interval_s));
   out.push_back("incarnation=" + impl_.incarnation);
   out.push_back("ack");
+  if (impl_.spec.comm.chunk_bytes > 0) {
+    out.push_back("chunks");
+    if (impl_.spec.comm.compression != "off") out.push_back("zstd");
+  }
   return out;
 }
 
@@ -92,6 +98,10 @@ void Connection::accept_features(const std::vector<std::string>& features) {
   for (const std::string& f : features) {
     if (f == "ack") {
       acks_ = true;
+    } else if (f == "chunks") {
+      chunks_ = impl_.spec.comm.chunk_bytes > 0;
+    } else if (f == "zstd") {
+      zstd_ = impl_.spec.comm.compression != "off";
     } else if (f.rfind("incarnation=", 0) == 0) {
       peer_incarnation_ = f.substr(12);
     } else if (f.rfind("heartbeat=", 0) == 0 && own > 0) {
@@ -301,7 +311,6 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   // A pending recv_into on this tag takes the tensors straight into the caller's memory. It
   // is claimed now (a cancel no longer takes it back), and completed by this frame.
   auto into = peer_->claim_into_waiter(header.tag);
-  frame_into_ = into;
   std::size_t next_into = 0;
   std::optional<std::string> into_mismatch;
   CodecOptions options;
@@ -329,16 +338,17 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   };
   auto decoded = decode_data_manifest(header, manifest, options);
   codec_lock.unlock();
+  if (into) frames_into_[header.message_id] = IntoClaim{into, std::move(into_mismatch)};
   if (!decoded) return decoded;  // the reader fails; abandon_frame completes `into`
-  into_mismatch_ = std::move(into_mismatch);
+  // Counted against the inbound bound while it is read (chunked messages may interleave).
   peer_->charge_partial(header.frame_bytes());
-  partial_charge_.store(header.frame_bytes());
+  partial_charge_.fetch_add(header.frame_bytes());
   return decoded;
 }
 
 void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
   const FrameHeader& header = frame.header;
-  release_partial_charge();  // delivered next (and counted as unreceived if nobody waits)
+  release_partial_charge(header.frame_bytes());  // delivered next (unreceived if nobody waits)
   Received message{std::move(frame.data->root), std::move(frame.data->piggypayload), header.message_id,
                    header.frame_bytes()};
   impl_.stats.messages_received.fetch_add(1, std::memory_order_relaxed);
@@ -357,13 +367,15 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
       });
     }
   }
-  if (auto into = std::move(frame_into_)) {
-    frame_into_.reset();
-    if (into_mismatch_)
+  if (auto found = frames_into_.find(header.message_id); found != frames_into_.end()) {
+    IntoClaim claim = std::move(found->second);
+    frames_into_.erase(found);
+    if (claim.mismatch)
       return peer_->complete_into_waiter(
-          into, Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *into_mismatch_ + "; the message was dropped"},
-          by_loop, later);
-    return peer_->complete_into_waiter(into, std::move(message), by_loop, later);
+          claim.waiter,
+          Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *claim.mismatch + "; the message was dropped"}, by_loop,
+          later);
+    return peer_->complete_into_waiter(claim.waiter, std::move(message), by_loop, later);
   }
   peer_->deliver(header.tag, std::move(message), by_loop, later);
 }
@@ -381,16 +393,22 @@ bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()
 
 bool Connection::others_waiting() { return peer_->recvs_waiting(); }
 
-void Connection::release_partial_charge() {
-  if (const std::uint64_t charged = partial_charge_.exchange(0)) peer_->release_partial(charged);
+void Connection::release_partial_charge(std::uint64_t bytes) {
+  // The reader and the loop's fail() may both release: never more than is charged.
+  std::uint64_t charged = partial_charge_.load(), take = 0;
+  do {
+    take = std::min(charged, bytes);
+  } while (!partial_charge_.compare_exchange_weak(charged, charged - take));
+  if (take) peer_->release_partial(take);
 }
 
 void Connection::abandon_frame(const Error& why, Later& later) {
-  release_partial_charge();
-  auto into = std::move(frame_into_);
-  frame_into_.reset();
+  release_partial_charge(UINT64_MAX);
+  auto claims = std::move(frames_into_);
+  frames_into_.clear();
   // (Runs on the loop or on the last reader's thread: complete_into_waiter hands over.)
-  if (into) peer_->complete_into_waiter(into, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
+  for (auto& [id, claim] : claims)
+    peer_->complete_into_waiter(claim.waiter, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
 }
 
 // ---- writing and ending -----------------------------------------------------------------

@@ -1,5 +1,5 @@
-// Egress pacing: a token bucket that spreads a peer's writes to egress_rate_bytes_per_second,
-// in quanta of egress_quantum_bytes with bursts of up to egress_burst_bytes.
+// Egress pacing pieces: the token bucket of the egress scheduler (egress_scheduler.h), a
+// link's measured drain rate, and slicing a gather list.
 #pragma once
 
 #include <algorithm>
@@ -30,21 +30,39 @@ class EgressPacer {
     refill();
     tokens_ -= static_cast<double>(bytes);
   }
+  // A writer waited for tokens and its timer fired late: what accrued meanwhile, up to
+  // `slack` bytes past the burst, is kept (else every late wake-up would lower the rate).
+  void refill_after_wait(std::uint64_t slack) { refill(burst_ + static_cast<double>(slack)); }
 
  private:
-  void refill() {
+  void refill() { refill(burst_); }
+  void refill(double cap) {
     auto now = Clock::now();
-    tokens_ = std::min(burst_, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
+    // Only the growth is capped: tokens kept by refill_after_wait stay until used.
+    if (tokens_ < cap) tokens_ = std::min(cap, tokens_ + std::chrono::duration<double>(now - last_).count() * rate_);
     last_ = now;
   }
   double rate_, burst_, tokens_;
   Clock::time_point last_;
 };
 
-// The next at-most-`limit` bytes of a gather list, starting `offset` bytes in.
-inline std::vector<asio::const_buffer> slice_buffers(const std::vector<asio::const_buffer>& all, std::uint64_t offset,
-                                                     std::uint64_t limit) {
-  std::vector<asio::const_buffer> out;
+// A link's drain rate for bulk writes, measured: each chunk's wire bytes over the time from
+// asking to write it until the kernel took it (grants and a full socket included), smoothed.
+struct LinkRate {
+  double bytes_per_second = 0;  // 0: not measured yet
+  void sample(std::uint64_t bytes, std::chrono::steady_clock::duration took) {
+    const double s = std::chrono::duration<double>(took).count();
+    if (bytes == 0 || s <= 0) return;
+    const double rate = static_cast<double>(bytes) / s;
+    bytes_per_second = bytes_per_second == 0 ? rate : 0.7 * bytes_per_second + 0.3 * rate;
+  }
+};
+
+// The next at-most-`limit` bytes of a gather list (const or mutable buffers), starting
+// `offset` bytes in.
+template <typename BufferT>
+std::vector<BufferT> slice_buffers(const std::vector<BufferT>& all, std::uint64_t offset, std::uint64_t limit) {
+  std::vector<BufferT> out;
   for (const auto& b : all) {
     if (limit == 0) break;
     if (offset >= b.size()) {
@@ -52,7 +70,7 @@ inline std::vector<asio::const_buffer> slice_buffers(const std::vector<asio::con
       continue;
     }
     std::uint64_t take = std::min<std::uint64_t>(b.size() - offset, limit);
-    out.emplace_back(static_cast<const char*>(b.data()) + offset, take);
+    out.emplace_back(static_cast<char*>(const_cast<void*>(static_cast<const void*>(b.data()))) + offset, take);
     offset = 0;
     limit -= take;
   }

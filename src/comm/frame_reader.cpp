@@ -1,6 +1,9 @@
 // FrameReader: header, manifest, segments, non-blocking, one stage at a time.
 #include "comm/frame_reader.h"
 
+#include "comm/compression.h"
+#include "comm/egress.h"
+
 namespace wcomm {
 
 FrameReader::FrameReader(transport::Connection& connection, const CommConfig& limits)
@@ -40,6 +43,8 @@ FrameReader::Status FrameReader::read(const DecodeData& decode) {
         continue;
       case Stage::kSegments:
         if (!read_stage(segment_buffers_, segment_bytes_, "payload")) break;
+        if (chunk_of_ && !on_chunk_read()) continue;  // a chunk that did not end its message
+        if (error_) break;
         stage_ = Stage::kDone;
         return Status::kFrame;
       case Stage::kDone:
@@ -79,7 +84,8 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
   const std::size_t got = connection_.try_peek(head_peek_.data(), head_peek_.size(), ec);
   if (got < kHeaderSize) return false;  // the stage-by-stage reads take it (and report ec)
   auto header = parse_header(head_peek_.data(), limits_);
-  if (!header || header.value().kind != FrameKind::kData || kHeaderSize + header.value().manifest_size > got)
+  if (!header || header.value().kind != FrameKind::kData || (header.value().flags & kFlagChunked) ||
+      open_.count(header.value().message_id) || kHeaderSize + header.value().manifest_size > got)
     return false;
   frame_.header = header.value();
   const std::size_t head = kHeaderSize + frame_.header.manifest_size;
@@ -113,7 +119,14 @@ void FrameReader::on_header() {
   auto header = parse_header(header_bytes_, limits_);
   if (!header) return fail(header.error());
   frame_.header = header.value();
-  if (handshake_ && frame_.header.kind == FrameKind::kData)
+  if (frame_.header.kind == FrameKind::kChunk && !handshake_) return on_chunk_header();
+  // A message_id names one message while it is open (its recv_into claim is keyed by it).
+  if (frame_.header.kind == FrameKind::kData && open_.count(frame_.header.message_id))
+    return fail({ErrorCode::kProtocol, "a DATA frame reuses message_id " + std::to_string(frame_.header.message_id) +
+                                           " of a chunked message still open"});
+  if ((frame_.header.flags & kFlagChunked) && !chunks_)
+    return fail({ErrorCode::kProtocol, "a chunked DATA frame on a connection that did not negotiate \"chunks\""});
+  if (handshake_ && (frame_.header.kind == FrameKind::kData || frame_.header.kind == FrameKind::kChunk))
     return fail({ErrorCode::kProtocol, "a DATA frame before the handshake completed"});
   if (handshake_ && frame_.header.manifest_size > kHandshakeManifestBytes)
     return fail({ErrorCode::kProtocol, "a handshake frame announces a " + std::to_string(frame_.header.manifest_size) +
@@ -129,8 +142,98 @@ void FrameReader::on_manifest(const DecodeData& decode) {
     if (!decoded) return fail(decoded.error());
     frame_.data.emplace(std::move(decoded).value());
     frame_.manifest.clear();
+    if (frame_.header.flags & kFlagChunked) return open_chunked();
   }
   read_segments_next(0);
+}
+
+// A chunked DATA frame ends after its manifest: its storage waits in open_ for its CHUNKs.
+void FrameReader::open_chunked() {
+  const std::uint64_t id = frame_.header.message_id;
+  if (open_.count(id))
+    return fail({ErrorCode::kProtocol, "message " + std::to_string(id) + " announced twice while still open"});
+  if (open_.size() >= kMaxOpenMessages)
+    return fail({ErrorCode::kProtocol, "more than " + std::to_string(kMaxOpenMessages) +
+                                           " chunked messages open at once"});
+  if (frame_.header.payload_size == 0) {  // nothing to wait for
+    read_segments_next(0);
+    return;
+  }
+  OpenMessage open;
+  for (const Buffer& b : frame_.data->segments)
+    if (b.size()) open.buffers.emplace_back(b.data(), b.size());
+  open.frame = std::move(frame_);
+  open_.emplace(id, std::move(open));
+  frame_ = Frame{};
+  stage_ = Stage::kHeader;
+  stage_bytes_ = 0;
+}
+
+void FrameReader::on_chunk_header() {
+  const FrameHeader& h = frame_.header;
+  if (!chunks_) return fail({ErrorCode::kProtocol, "a CHUNK frame on a connection that did not negotiate \"chunks\""});
+  if ((h.flags & kFlagCompressed) && !zstd_)
+    return fail({ErrorCode::kProtocol, "a compressed CHUNK on a connection that did not negotiate \"zstd\""});
+  if (h.manifest_size != 0 || h.segment_count != 0 || h.payload_size == 0)
+    return fail({ErrorCode::kProtocol, "a CHUNK frame must have no manifest, no segments and some payload"});
+  auto found = open_.find(h.message_id);
+  if (found == open_.end())
+    return fail({ErrorCode::kProtocol, "a CHUNK for message " + std::to_string(h.message_id) + ", which is not open"});
+  OpenMessage& open = found->second;
+  const std::uint64_t left = open.frame.header.payload_size - open.received;
+  if (h.tag != open.frame.header.tag || h.payload_size > left)
+    return fail({ErrorCode::kProtocol, "a CHUNK of " + std::to_string(h.payload_size) + " bytes for message " +
+                                           std::to_string(h.message_id) + " (tag " + std::to_string(h.tag) +
+                                           "), which has " + std::to_string(left) + " bytes left on tag " +
+                                           std::to_string(open.frame.header.tag)});
+  chunk_of_ = h.message_id;
+  segment_buffers_.clear();
+  if (h.flags & kFlagCompressed) {
+    compressed_.resize(h.payload_size);
+    segment_buffers_.emplace_back(compressed_.data(), compressed_.size());
+  } else {
+    // Straight into the destination, where the previous chunk ended.
+    segment_buffers_ = slice_buffers(open.buffers, open.received, h.payload_size);
+  }
+  segment_bytes_ = h.payload_size;
+  stage_ = Stage::kSegments;
+  stage_bytes_ = 0;
+}
+
+bool FrameReader::on_chunk_read() {
+  const FrameHeader h = frame_.header;
+  const std::uint64_t id = *chunk_of_;
+  chunk_of_.reset();
+  OpenMessage& open = open_.at(id);
+  std::uint64_t got = h.payload_size;
+  if (h.flags & kFlagCompressed) {
+    // The zstd frame names its length; it must fit what is left of the message.
+    const auto rest = slice_buffers(open.buffers, open.received, open.frame.header.payload_size - open.received);
+    auto n = decompress_chunk(compressed_.data(), compressed_.size(), rest);
+    if (!n) {
+      fail(n.error());
+      return true;
+    }
+    got = n.value();
+    if (decompressed_) decompressed_->fetch_add(got, std::memory_order_relaxed);
+  }
+  open.received += got;
+  segment_buffers_.clear();
+  if (open.received < open.frame.header.payload_size) {
+    frame_ = Frame{};
+    stage_ = Stage::kHeader;
+    stage_bytes_ = 0;
+    return false;
+  }
+  frame_ = std::move(open.frame);
+  open_.erase(id);
+  return true;
+}
+
+std::vector<std::uint64_t> FrameReader::open_message_ids() const {
+  std::vector<std::uint64_t> ids;
+  for (const auto& [id, open] : open_) ids.push_back(id);
+  return ids;
 }
 
 }  // namespace wcomm

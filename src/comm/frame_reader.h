@@ -13,6 +13,8 @@
 #include <string>
 #include <vector>
 
+#include <unordered_map>
+
 #include "transport/transport.h"
 #include "wcomm/codec.h"
 
@@ -37,6 +39,19 @@ class FrameReader {
   // anything else (a DATA frame, a large manifest) fails before a byte of it is allocated.
   static constexpr std::uint32_t kHandshakeManifestBytes = 4096;
   void set_handshake(bool on) { handshake_ = on; }
+  // Negotiated extensions: chunked DATA frames with CHUNK frames ("chunks"), compressed
+  // chunks ("zstd"). Without them such frames are protocol errors.
+  // decompressed: counts the bytes decompressed (stats), may be null.
+  void set_extensions(bool chunks, bool zstd, std::atomic<std::uint64_t>* decompressed = nullptr) {
+    chunks_ = chunks;
+    zstd_ = zstd;
+    decompressed_ = decompressed;
+  }
+  // At most this many chunked messages may be open (announced, not yet complete) at once.
+  static constexpr std::size_t kMaxOpenMessages = 64;
+  // The messages announced as chunked and not complete (their storage is taken): abandoned
+  // with the connection, their ids.
+  std::vector<std::uint64_t> open_message_ids() const;
 
   // Reads until a whole frame is there (kFrame: take() it), nothing more has arrived
   // (kWaiting) or the stream failed, ended, or sent a frame the limits refuse (kFailed:
@@ -65,6 +80,9 @@ class FrameReader {
   void on_header();
   void on_manifest(const DecodeData& decode);
   void read_segments_next(std::size_t head);
+  void on_chunk_header();
+  bool on_chunk_read();  // true: the chunk completed its message (frame_ holds it)
+  void open_chunked();
   void fail(Error error);
   Error read_error(std::error_code ec, const char* what) const;
 
@@ -81,6 +99,18 @@ class FrameReader {
   std::optional<Error> error_;
   std::atomic<std::uint64_t> bytes_read_{0};
   bool handshake_ = false;
+  bool chunks_ = false, zstd_ = false;
+  // Chunked messages being reassembled, by message_id: the decoded frame (its storage is the
+  // destination) and how much of its payload has come.
+  struct OpenMessage {
+    Frame frame;
+    std::vector<asio::mutable_buffer> buffers;
+    std::uint64_t received = 0;
+  };
+  std::unordered_map<std::uint64_t, OpenMessage> open_;
+  std::optional<std::uint64_t> chunk_of_;  // the CHUNK being read belongs to this message
+  std::vector<std::uint8_t> compressed_;   // a compressed chunk, before it is decompressed
+  std::atomic<std::uint64_t>* decompressed_ = nullptr;
 };
 
 }  // namespace wcomm

@@ -64,24 +64,47 @@ void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
   waiter.promise.complete(std::move(result));
 }
 
-bool PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter) {
-  // Caller's thread: a message that is already here, or parking the waiter, needs no hop to
-  // the loop (whose wake-up would cost a context switch on every recv). Timeouts and
-  // recv_into take the loop path (return false).
-  if (!waiter->into.empty()) return false;
-  waiter->from_caller = true;
+void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout) {
+  // Caller's thread: a message that is already here is taken, or the waiter is parked, at
+  // once and under the lock, whatever the recv. A connection lost after recv() returned then
+  // fails it (parked later by the loop, it could come after the loss had been handled and
+  // wait for a reconnect), and a plain recv needs no hop to the loop (whose wake-up would
+  // cost a context switch on every recv).
+  const bool loop_parts = timeout || !waiter->into.empty();
+  waiter->from_caller = !loop_parts;
   std::optional<Result<Received>> taken;
   {
     std::lock_guard lock(recv_mutex_);
     taken = take_queued_locked(*waiter);
-    if (!taken) {
-      waiters_[waiter->tag].push_back(waiter);
-      return true;
-    }
+    if (!taken) waiters_[waiter->tag].push_back(waiter);
   }
-  finish_taken(*waiter, std::move(*taken));
-  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
-  return true;
+  if (taken) {
+    finish_taken(*waiter, std::move(*taken));
+    if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
+    return;
+  }
+  if (!loop_parts) return;
+  // A timer, and the loop's reading for a recv no thread reads for, belong to the loop.
+  const Clock::time_point deadline = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  if (!impl_.post([this, waiter, deadline, timeout] { arm_recv(waiter, deadline, timeout); }))
+    cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+}
+
+void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline,
+                         std::optional<Seconds> timeout) {
+  {
+    std::lock_guard lock(recv_mutex_);
+    if (waiter->done) return;
+  }
+  if (closing()) return cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (timeout) {
+    waiter->timer.emplace(impl_.io, deadline);
+    waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *timeout](std::error_code ec) {
+      auto w = weak.lock();
+      if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
+    });
+  }
+  read_soon();
 }
 
 void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
@@ -107,27 +130,6 @@ bool PeerState::recvs_waiting() {
 void PeerState::refresh_caller_read() {
   std::lock_guard lock(recv_mutex_);
   caller_read_connection_ = connections_.size() == 1 && !closing() ? connections_.front() : nullptr;
-}
-
-void PeerState::submit_recv(std::shared_ptr<RecvWaiter> waiter, const CommOptions& options) {
-  std::optional<Result<Received>> taken;
-  {
-    std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(*waiter);
-    if (!taken) {
-      if (options.timeout) {
-        waiter->timer.emplace(impl_.io, to_duration(*options.timeout));
-        waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *options.timeout](std::error_code ec) {
-          auto w = weak.lock();
-          if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
-        });
-      }
-      waiters_[waiter->tag].push_back(std::move(waiter));
-    }
-  }
-  if (!taken) return read_soon();  // a timer or recv_into: no thread reads for it
-  finish_taken(*waiter, std::move(*taken));
-  resume_paused();
 }
 
 void PeerState::read_soon() {

@@ -16,6 +16,14 @@ Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
                                             seconds_text(timeout.count()) + " s"};
 }
 
+std::vector<asio::const_buffer> OutMessage::payload_gather() const {
+  std::vector<asio::const_buffer> buffers;
+  buffers.reserve(frame.segments.size());
+  for (const Buffer& b : frame.segments)
+    if (b.size()) buffers.emplace_back(b.data(), b.size());
+  return buffers;
+}
+
 std::vector<asio::const_buffer> OutMessage::gather() const {
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(1 + frame.segments.size());
@@ -28,11 +36,7 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 // ---- send side -------------------------------------------------------------------------
 
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
-    : impl_(impl),
-      peer_(std::move(peer)),
-      pacer_(impl.spec.comm.egress_rate_bytes_per_second,
-             // V0.1: a null (0) burst is one quantum.
-             impl.spec.comm.egress_burst_bytes ? impl.spec.comm.egress_burst_bytes : impl.spec.comm.egress_quantum_bytes) {
+    : impl_(impl), peer_(std::move(peer)) {
   endpoints_ = dial_endpoints(peer_, impl.spec.comm);
 }
 
@@ -59,8 +63,11 @@ bool PeerState::has_capacity_for(std::uint64_t bytes) const {
 Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   Future<SendResult> future = message->promise.future();
   std::unique_lock lock(inline_mutex_);
-  // (A send that wants an ACK goes through the loop, which knows whether the peer gives one.)
-  if (inline_connection_ && posted_sends_ == 0 && !message->wants_ack) {
+  // (A send that wants an ACK goes through the loop, which knows whether the peer gives one;
+  // one that would be chunked too: once started here, it would have to be written whole.)
+  const std::uint64_t chunk = impl_.spec.comm.chunk_bytes;
+  if (inline_connection_ && posted_sends_ == 0 && !message->wants_ack &&
+      (chunk == 0 || message->frame.payload_bytes <= chunk)) {
     std::error_code ec;
     inline_connection_->mark_used();
     std::size_t written = inline_connection_->try_write(message->gather(), ec);
@@ -100,8 +107,9 @@ void PeerState::disable_inline() {
 void PeerState::refresh_inline() {
   std::shared_ptr<Connection> idle_connection;
   Connection* send = send_connection();
-  if (!closing() && !active_ && queue_.empty() && capacity_waiters_.empty() && !pacer_.enabled() && send &&
-      !send->writing()) {
+  const bool scheduled = impl_.scheduler && impl_.scheduler->enabled();
+  if (!closing() && !active_ && queue_.empty() && streaming_.empty() && capacity_waiters_.empty() && !scheduled &&
+      send && !send->writing()) {
     for (const auto& c : connections_)
       if (c.get() == send) idle_connection = c;
   }
@@ -144,7 +152,8 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
     });
   }
   if (message->written_inline > 0) return continue_inline_write(message);
-  if (capacity_waiters_.empty() && has_capacity_for(message->bytes())) return admit(message);
+  if (has_capacity_for(message->bytes()) && (capacity_waiters_.empty() || may_pass_capacity_waiters(*message)))
+    return admit(message);
   if (!options.wait_for_capacity) {
     const CommConfig& c = impl_.spec.comm;
     message->promise.complete(Error{
@@ -158,6 +167,15 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
   }
   message->state = OutMessage::State::kWaitingForCapacity;
   capacity_waiters_.push_back(std::move(message));
+}
+
+// An urgent message that fits does not wait behind bulk waiting for queue capacity (a ping
+// behind a second 64 MiB tensor would), unless one of them is on its tag (per-tag order).
+bool PeerState::may_pass_capacity_waiters(const OutMessage& message) const {
+  if (message.priority != Priority::kHigh) return false;
+  return std::none_of(capacity_waiters_.begin(), capacity_waiters_.end(), [&](const auto& w) {
+    return w->state != OutMessage::State::kDone && w->tag == message.tag;
+  });
 }
 
 void PeerState::admit(const std::shared_ptr<OutMessage>& message) {
@@ -211,8 +229,8 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
       // (right here, on the loop) nothing touches the message's memory again.
       // Whatever else waited on that connection (sends awaiting their ACK) is told why.
       message->abort_error = error;
-      if (active_connection_)
-        active_connection_->fail({ErrorCode::kConnectionClosed,
+      if (Connection* c = active_ == message && active_connection_ ? active_connection_ : message->stream_connection)
+        c->fail({ErrorCode::kConnectionClosed,
                                   "the connection was ended to abandon a partly written frame (" + error.message + ")"},
                                  /*local=*/true);
       return;  // finish_active completes it
@@ -296,89 +314,6 @@ void PeerState::fail_awaiting_acks(Connection* connection, const Error& error) {
     m->timer.reset();
     m->promise.complete(error);
   }
-}
-
-void PeerState::pump_queue() {
-  if (active_ || closing()) return;
-  Connection* connection = send_connection();
-  if (!connection || connection->writing()) return;
-  while (!queue_.empty() && queue_.front()->state == OutMessage::State::kDone) queue_.pop_front();
-  if (queue_.empty()) return;
-  active_ = std::move(queue_.front());
-  queue_.pop_front();
-  active_->state = OutMessage::State::kActive;
-  active_connection_ = connection;
-  connection->mark_used();
-  // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
-  active_->frame.head[7] = active_->wants_ack && connection->acks() ? kFlagAckRequested : 0;
-  if (pacer_.enabled()) return write_paced(active_, 0);
-  connection->write(active_->gather(), [this, message = active_](std::error_code ec) {
-    if (active_ == message) finish_active(ec);  // else it was completed when its connection died
-  });
-}
-
-void PeerState::write_paced(std::shared_ptr<OutMessage> message, std::uint64_t offset) {
-  // With a rate set, the frame goes out in quanta, each once the token bucket allows it.
-  if (active_ != message || !active_connection_) return;
-  std::uint64_t total = message->bytes();
-  if (offset >= total) return finish_active({});
-  std::uint64_t quantum = std::min(impl_.spec.comm.egress_quantum_bytes, total - offset);
-  auto delay = pacer_.delay_for(quantum);
-  if (delay > Clock::duration::zero()) {
-    pacer_timer_.emplace(impl_.io, delay);
-    pacer_timer_->async_wait([this, message, offset](std::error_code ec) {
-      if (!ec) write_paced(message, offset);
-    });
-    return;
-  }
-  pacer_.consume(quantum);
-  active_connection_->write(slice_buffers(message->gather(), offset, quantum),
-                            [this, message, offset, quantum](std::error_code ec) {
-                              if (active_ != message) return;
-                              if (ec) return finish_active(ec);
-                              write_paced(message, offset + quantum);
-                            });
-}
-
-void PeerState::finish_active(std::error_code ec) {
-  if (ec && ec != asio::error::operation_aborted && active_ && !active_->abort_error && active_connection_) {
-    // The stream broke under the write (its reader may not know yet): end that connection.
-    // on_connection_lost completes this message with the reason and keeps the messages
-    // behind it for the next connection, instead of writing them into the broken one.
-    return active_connection_->fail({ErrorCode::kConnectionClosed, "writing to '" + peer_.node_id +
-                                                                        "' failed: " + ec.message()},
-                                     false);
-  }
-  auto message = std::move(active_);
-  Connection* written_on = std::exchange(active_connection_, nullptr);
-  if (!message) return;
-  message->state = OutMessage::State::kDone;
-  release(*message);
-  std::uint64_t wire_bytes = message->bytes();
-  message->frame.segments.clear();  // the writer is done with the caller's memory
-  const bool awaits_ack = !ec && !message->abort_error && written_on && message->frame.head.size() > 7 &&
-                          message->frame.head[7] == kFlagAckRequested;
-  if (!awaits_ack) message->timer.reset();
-  if (message->abort_error) {
-    message->promise.complete(*message->abort_error);
-  } else if (ec) {
-    message->promise.complete(Error{ErrorCode::kConnectionClosed,
-                                    "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
-  } else if (awaits_ack && !message->acked_early) {
-    // Written; the send completes when the peer acknowledges it (on_acks), fails if the
-    // connection ends first, and keeps its timeout. Its queue capacity is free again.
-    message->state = OutMessage::State::kAwaitingAck;
-    message->ack_connection = written_on;
-    message->acked_wire_bytes = wire_bytes;
-    awaiting_ack_[message->id] = message;
-  } else {
-    message->timer.reset();
-    impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
-    impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
-    message->promise.complete(SendResult{message->id, wire_bytes});
-  }
-  admit_waiting();
-  pump();
 }
 
 void PeerState::fail_sends(const Error& error) {
@@ -546,7 +481,7 @@ void PeerState::emit(PeerEvent::Kind kind, const std::string& reason) {
 }
 
 void PeerState::send_heartbeat(Connection& connection) {
-  if (closing() || active_ || !queue_.empty()) return;  // a frame is on its way: that says it
+  if (closing() || active_ || !queue_.empty() || !streaming_.empty()) return;  // a frame is on its way: that says it
   {
     std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
     if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way to us
@@ -574,6 +509,9 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
                                    "connection to '" + peer_.node_id + "' ended while sending: " + error.message};
     finish_active(asio::error::operation_aborted);
   }
+  // Chunked messages started here cannot be finished on another connection: they fail.
+  fail_streaming(&connection, Error{error.code == ErrorCode::kPeerRestarted ? error.code : ErrorCode::kConnectionClosed,
+                                    "connection to '" + peer_.node_id + "' ended while sending: " + error.message});
   // Sends written here that wait for their ACK will never get it: they fail (the peer may or
   // may not have read them; the application decides whether to send again).
   fail_awaiting_acks(&connection,
@@ -617,12 +555,13 @@ void PeerState::close_all(const Error& error) {
   disable_inline();
   draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
-  pacer_timer_.reset();
+  if (impl_.scheduler) impl_.scheduler->cancel(this);
   if (auto dial = std::move(pending_dial_)) dial->cancel();
   if (active_) {
     active_->abort_error = error;
     finish_active(asio::error::operation_aborted);
   }
+  fail_streaming(nullptr, error);
   fail_sends(error);
   fail_awaiting_acks(nullptr, error);
   std::vector<std::shared_ptr<RecvWaiter>> waiting;

@@ -74,10 +74,14 @@ Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommC
     FrameHeader h;
     std::uint8_t kind = in[6];
     switch (kind) {
-      case 1: case 2: case 3: case 16: case 32: case 33: case 34: h.kind = static_cast<FrameKind>(kind); break;
+      case 1: case 2: case 3: case 16: case 32: case 33: case 34: case 35: h.kind = static_cast<FrameKind>(kind); break;
       default: fail(ErrorCode::kProtocol, "unknown frame kind " + std::to_string(kind));
     }
-    if (in[7] != 0 && !(in[7] == kFlagAckRequested && h.kind == FrameKind::kData))
+    // Extension flags (negotiated; the reader refuses one a connection did not negotiate).
+    const std::uint8_t allowed = h.kind == FrameKind::kData    ? (kFlagAckRequested | kFlagChunked)
+                                 : h.kind == FrameKind::kChunk ? kFlagCompressed
+                                                               : 0;
+    if ((in[7] & ~allowed) != 0)
       fail(ErrorCode::kProtocol, "frame flags must be 0, got " + std::to_string(in[7]));
     h.flags = in[7];
     h.tag = load_be<std::uint32_t>(in + 8);

@@ -50,6 +50,10 @@ namespace {
 //                                               or it never lets a write through. A null burst
 //                                               is one quantum (the loaders fill it in; the
 //                                               pacer reads a 0 burst so too)
+//   egress_max_bulk_flows        0 (no cap) .. 10^6, needs a quantum
+//   chunk_bytes                  0 (off) or 4 KiB .. 64 MiB   smaller chunks cost a header each
+//   tcp_notsent_lowat_bytes      0 (kernel default) .. 2^30
+//   compression                  auto | off
 //   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
 //                                               far past any use
 //   heartbeat_interval_s         0 (off) or 0.01 .. 3600    finer would be traffic, not liveness
@@ -157,6 +161,20 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
     return ConfigProblem{"connect_timeout_s", "must be a finite number of seconds > 0, got " +
                                                   format_double(c.connect_timeout_s)};
   if ((p = find_egress_problem(c))) return p;
+  if (c.chunk_bytes != 0 && (p = check_range("chunk_bytes", c.chunk_bytes, 4096, 64ull << 20,
+                                             "0 (off) or between 4096 and 67108864")))
+    return p;
+  if ((p = check_range("tcp_notsent_lowat_bytes", c.tcp_notsent_lowat_bytes, 0, 1ull << 30,
+                       "0 (the kernel's default) or at most 2^30")))
+    return p;
+  if ((p = check_range("egress_max_bulk_flows", c.egress_max_bulk_flows, 0, 1'000'000,
+                       "0 (no cap) or at most 1000000")))
+    return p;
+  if (c.egress_max_bulk_flows > 0 && c.egress_quantum_bytes == 0)
+    return ConfigProblem{"egress_max_bulk_flows",
+                         "a bulk flow cap needs the egress scheduler: set egress_quantum_bytes (e.g. 65536)"};
+  if (c.compression != "auto" && c.compression != "off")
+    return ConfigProblem{"compression", "must be auto or off, got '" + c.compression + "'"};
   if ((p = check_range("recv_busy_poll_us", c.recv_busy_poll_us, 0, kMaxBusyPollUs,
                        "between 0 and 1000000 microseconds")))
     return p;
@@ -478,7 +496,9 @@ const std::vector<std::string_view>& comm_keys() {
       "egress_burst_bytes",       "recv_busy_poll_us",            "heartbeat_interval_s",
       "handshake_timeout_s",      "reconnect_backoff_initial_s",  "reconnect_backoff_max_s",
       "transport",                "cluster_key_file",             "max_pending_handshakes",
-      "tls",                      "max_pending_handshakes_per_source"};
+      "tls",                      "max_pending_handshakes_per_source",
+      "egress_max_bulk_flows",    "chunk_bytes",                  "tcp_notsent_lowat_bytes",
+      "compression"};
   return keys;
 }
 
@@ -520,6 +540,9 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "recv_busy_poll_us") integer_field = &c.recv_busy_poll_us;
     else if (key == "max_pending_handshakes") integer_field = &c.max_pending_handshakes;
     else if (key == "max_pending_handshakes_per_source") integer_field = &c.max_pending_handshakes_per_source;
+    else if (key == "egress_max_bulk_flows") integer_field = &c.egress_max_bulk_flows;
+    else if (key == "chunk_bytes") integer_field = &c.chunk_bytes;
+    else if (key == "tcp_notsent_lowat_bytes") integer_field = &c.tcp_notsent_lowat_bytes;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
@@ -543,6 +566,8 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
         target = r.string(tls_value, field + "." + tls_key);
         if (target.empty()) r.fail_at(field + "." + tls_key, "must name a PEM file", tls_value);
       }
+    } else if (key == "compression") {
+      c.compression = r.string(value, field);
     } else if (key == "cluster_key_file") {
       const std::string path = r.string(value, field);
       try {

@@ -1,7 +1,6 @@
 // `wcomm bench responder|initiator`: the V0.1 benchmark command line over the bench layer.
 #include <cstdio>
 #include <exception>
-#include <filesystem>
 #include <iostream>
 #include <memory>
 #include <optional>
@@ -10,6 +9,8 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "bench/diagnostics_proc.h"
+#include "bench/fanout.h"
 #include "bench/initiator.h"
 #include "bench/report.h"
 #include "bench/responder.h"
@@ -42,12 +43,6 @@ void add_common_options(CLI::App& sub, CommonOptions& o) {
       ->check(CLI::PositiveNumber);
 }
 
-// V0.1 refused an --interface that names no interface of this host, before doing anything.
-bool interface_exists(const std::string& name) {
-  return name.find('/') == std::string::npos && name != "." && name != ".." &&
-         std::filesystem::exists(std::filesystem::path("/sys/class/net") / name);
-}
-
 void add_initiator_options(CLI::App& sub, bench::BenchSettings& s, std::string& torch_version) {
   sub.add_option("--latency-sizes", s.latency_sizes, "payload sizes of the ping rounds, bytes")
       ->delimiter(',')->capture_default_str();
@@ -75,6 +70,12 @@ void add_initiator_options(CLI::App& sub, bench::BenchSettings& s, std::string& 
   sub.add_option("--load-duration", s.load_duration)->capture_default_str();
   sub.add_option("--load-probe-interval", s.load_probe_interval)->capture_default_str();
   sub.add_option("--load-probe-size", s.load_probe_size)->capture_default_str();
+  sub.add_option("--load-backgrounds", s.load_backgrounds,
+                 "what loads the link: tcp (plain TCP streams beside the Comm, V0.1) and/or tensor (tensors over "
+                 "the foreground Comm connection, upload; needs a wcomm responder)")
+      ->delimiter(',')->capture_default_str();
+  sub.add_option("--load-tensor-bytes", s.load_tensor_bytes, "tensor background: bytes per tensor")
+      ->capture_default_str();
   sub.add_option("--torch-version", torch_version,
                  "recorded as tensor.torch_version (python -m wireless_comm.benchmark passes its torch's)");
 }
@@ -114,6 +115,32 @@ int run_bench(int argc, char** argv) {
   add_initiator_options(*initiator, settings, torch_version);
   responder->add_option("--sample-interval", settings.sample_interval, "link sampling period, s")
       ->capture_default_str();
+  std::optional<std::uint64_t> chunk_bytes;
+  initiator->add_option("--chunk-bytes", chunk_bytes,
+                        "override the config's comm.chunk_bytes (0: no chunked frames), e.g. to compare "
+                        "head-of-line blocking with chunking on and off");
+  // Fan-out fairness: this node sends to several `sink`s at once.
+  CLI::App* fanout = app.add_subcommand("fanout", "send to several peers at once; report each one's goodput and "
+                                                  "Jain's fairness index (the peers run `wcomm bench sink`)");
+  CLI::App* sink = app.add_subcommand("sink", "receive a fan-out from --peer until it ends");
+  std::vector<std::string> fanout_peers;
+  bench::FanoutOptions fanout_options;
+  fanout->add_option("--config", common.config, "node config (YAML: local, peers, comm)");
+  fanout->add_option("--peers", fanout_peers, "node_ids to send to, as listed in the config's peers")
+      ->delimiter(',')->required();
+  fanout->add_option("--message-bytes", fanout_options.message_bytes, "bytes per message")->capture_default_str()
+      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1} << 30));
+  fanout->add_option("--duration", fanout_options.duration_s, "seconds of sending")->capture_default_str()
+      ->check(CLI::PositiveNumber);
+  fanout->add_option("--in-flight", fanout_options.in_flight, "messages in flight per peer")->capture_default_str()
+      ->check(CLI::Range(1, 64));
+  fanout->add_option("--output", common.output, "write the JSON report to this file");
+  fanout->add_flag("--quiet", common.quiet, "no progress lines on stderr");
+  sink->add_option("--config", common.config, "node config (YAML: local, peers, comm)");
+  sink->add_option("--peer", common.peer, "node_id of the sending node")->required();
+  sink->add_flag("--quiet", common.quiet, "no summary line on stderr");
+  sink->add_option("--wait-timeout", wait_timeout, "give up when nothing arrives within this many seconds")
+      ->check(CLI::PositiveNumber);
 
   if (auto exit_code = parse_command_line(app, argc, argv)) return *exit_code;
   if (common.config.empty()) {
@@ -121,7 +148,40 @@ int run_bench(int argc, char** argv) {
     return 2;
   }
   settings.operation_timeout = common.operation_timeout;
-  if (!common.interface.empty() && !interface_exists(common.interface)) {
+  if (fanout->parsed() || sink->parsed()) {
+    try {
+      NodeConfig config = load_node_config(common.config);
+      std::shared_ptr<Comm> comm = Comm::create(config);
+      if (sink->parsed()) {
+        const Peer& source = comm->peer(common.peer);
+        const std::uint64_t bytes =
+            bench::run_sink(*comm, source, Seconds(wait_timeout.value_or(common.operation_timeout)),
+                            Seconds(common.operation_timeout));
+        if (!common.quiet) std::fprintf(stderr, "wcomm bench sink: %llu bytes from %s\n",
+                                        static_cast<unsigned long long>(bytes), source.node_id.c_str());
+        comm->close();
+        return 0;
+      }
+      std::vector<Peer> peers;
+      for (const auto& id : fanout_peers) peers.push_back(comm->peer(id));
+      fanout_options.timeout = Seconds(common.operation_timeout);
+      nlohmann::json report = bench::run_fanout(*comm, peers, fanout_options);
+      report["egress_quantum_bytes"] = config.comm.egress_quantum_bytes;
+      report["egress_rate_bytes_per_second"] = config.comm.egress_rate_bytes_per_second;
+      report["egress_max_bulk_flows"] = config.comm.egress_max_bulk_flows;
+      report["chunk_bytes"] = config.comm.chunk_bytes;
+      comm->close();
+      emit(report, common.output);
+      return 0;
+    } catch (const std::out_of_range&) {
+      std::fprintf(stderr, "wcomm bench: a peer named is not among the peers of %s\n", common.config.c_str());
+      return 2;
+    } catch (const std::exception& e) {
+      std::fprintf(stderr, "wcomm bench %s: %s\n", fanout->parsed() ? "fanout" : "sink", e.what());
+      return 1;
+    }
+  }
+  if (!common.interface.empty() && !bench::network_interface_exists(common.interface)) {
     std::fprintf(stderr,
                  "wcomm bench: --interface '%s': this host has no network interface of that name (`ip link` lists "
                  "them)\n",
@@ -138,7 +198,9 @@ int run_bench(int argc, char** argv) {
   const bench::ProgressSink progress = progress_sink(common.quiet);
   const char* role = responder->parsed() ? "responder" : "initiator";
   try {
-    const NodeConfig config = load_node_config(common.config);
+    NodeConfig config = load_node_config(common.config);
+    if (chunk_bytes) config.comm.chunk_bytes = *chunk_bytes;
+    settings.comm_chunk_bytes = config.comm.chunk_bytes;
     std::shared_ptr<Comm> comm = Comm::create(config);
     const Peer* peer = nullptr;
     try {

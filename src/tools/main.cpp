@@ -14,6 +14,7 @@ void print_usage() {
                "  node    run a node: send, recv or echo messages (wcomm node --help)\n"
                "  bench   benchmark a link between two nodes (wcomm bench --help)\n"
                "  multirank  collectives among ranks on two hosts or this one (wcomm multirank --help)\n"
+               "  cluster launch a cluster benchmark over ssh / slurm / mpirun, or sweep experiments (wcomm cluster --help)\n"
                "  report  render a bench report as an HTML page (wcomm report RUN.json -o RUN.html)\n");
 }
 
@@ -28,6 +29,7 @@ int main(int argc, char** argv) {
   if (command == "node") return wcomm::tools::run_node(argc - 1, argv + 1);
   if (command == "bench") return wcomm::tools::run_bench(argc - 1, argv + 1);
   if (command == "multirank") return wcomm::tools::run_multirank(argc - 1, argv + 1);
+  if (command == "cluster") return wcomm::tools::run_cluster(argc - 1, argv + 1);
   if (command == "report") return wcomm::tools::run_report(argc - 1, argv + 1);
   std::fprintf(stderr, "wcomm: unknown command '%s'\n\n", argv[1]);
   print_usage();

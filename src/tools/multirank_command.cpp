@@ -149,15 +149,7 @@ int run(const GlobalOptions& g, Role role, MultirankSettings settings) {
   for (int r : mine)
     threads.emplace_back([&, r] {
       try {
-        RankContext ctx;
-        ctx.rank = r;
-        ctx.world = world;
-        ctx.comm = comms[r];
-        ctx.peers.assign(world, nullptr);
-        for (int k = 0; k < world; ++k)
-          if (k != r) ctx.peers[k] = &comms[r]->peer("rank-" + std::to_string(k));
-        ctx.group = groups[r].get();
-        ctx.settings = &settings;
+        RankContext ctx = rank_context(r, world, comms[r], groups[r].get(), settings);
         ctx.progress = !g.quiet && r == mine.front();
         results[r] = run_rank(ctx);
       } catch (...) {

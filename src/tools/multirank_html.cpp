@@ -2,7 +2,8 @@
 #include "tools/multirank_html.h"
 
 #include <algorithm>
-#include <cstdio>
+
+#include "bench/json_access.h"
 
 namespace wcomm::tools {
 namespace {
@@ -10,17 +11,7 @@ namespace {
 using nlohmann::json;
 using bench::escape_xml;
 
-double num(const json& j, const char* key) {
-  return j.is_object() && j.contains(key) && j[key].is_number() ? j[key].get<double>() : 0.0;
-}
-
-std::string fmt(double v) {
-  char b[32];
-  std::snprintf(b, sizeof b, "%.3f", v);
-  return b;
-}
-
-std::string cell(const json& v) { return escape_xml(v.is_string() ? v.get<std::string>() : v.dump()); }
+std::string cell(const json& v) { return escape_xml(bench::display_text(v)); }
 
 }  // namespace
 
@@ -60,22 +51,22 @@ bench::HtmlReport render_multirank_html(const json& report, const std::string& s
       const json& entry = sizes[ordered[i].second];
       plot.x.categories.push_back(ordered[i].second);
       const json& c = entry["collective_completion_ms"];
-      plot.boxes.push_back({.x = static_cast<double>(i), .half_width = 0.25, .low = num(c, "min"), .q1 = num(c, "p25"),
-                            .median = num(c, "p50"), .q3 = num(c, "p75"), .high = num(c, "max"), .series = "completion",
+      plot.boxes.push_back({.x = static_cast<double>(i), .half_width = 0.25, .low = bench::number_or_zero(c, "min"), .q1 = bench::number_or_zero(c, "p25"),
+                            .median = bench::number_or_zero(c, "p50"), .q3 = bench::number_or_zero(c, "p75"), .high = bench::number_or_zero(c, "max"), .series = "completion",
                             .color = bench::palette_color(0), .label = collective + " " + ordered[i].second + " B"});
       double lo = 1e300, hi = 0;
       std::size_t k = 0;
       for (auto& [rank, stats] : entry["per_rank_ms"].items()) {
         if (ranks.size() <= k) ranks.push_back({.name = "rank " + rank, .color = bench::palette_color(k + 1), .points = {}});
-        double p50 = num(stats, "p50");
-        ranks[k].points.push_back({.x = static_cast<double>(i) + 0.3, .y = p50, .label = "rank " + rank + " p50 " + fmt(p50) + " ms"});
+        double p50 = bench::number_or_zero(stats, "p50");
+        ranks[k].points.push_back({.x = static_cast<double>(i) + 0.3, .y = p50, .label = "rank " + rank + " p50 " + bench::three_decimals(p50) + " ms"});
         lo = std::min(lo, p50);
         hi = std::max(hi, p50);
         ++k;
       }
-      h += "<tr><td>" + escape_xml(collective) + "</td><td>" + ordered[i].second + "</td><td>" + fmt(num(c, "p50")) +
-           "</td><td>" + fmt(num(c, "p95")) + "</td><td>" + fmt(num(c, "max")) + "</td><td>" + fmt(lo) + "</td><td>" +
-           fmt(hi) + "</td><td>" + (lo > 0 ? fmt(hi / lo) : std::string("-")) + "</td></tr>";
+      h += "<tr><td>" + escape_xml(collective) + "</td><td>" + ordered[i].second + "</td><td>" + bench::three_decimals(bench::number_or_zero(c, "p50")) +
+           "</td><td>" + bench::three_decimals(bench::number_or_zero(c, "p95")) + "</td><td>" + bench::three_decimals(bench::number_or_zero(c, "max")) + "</td><td>" + bench::three_decimals(lo) + "</td><td>" +
+           bench::three_decimals(hi) + "</td><td>" + (lo > 0 ? bench::three_decimals(hi / lo) : std::string("-")) + "</td></tr>";
     }
     plot.series = std::move(ranks);
     page.plots.push_back(std::move(plot));

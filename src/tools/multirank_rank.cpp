@@ -34,6 +34,15 @@ struct Runner {
             .timeout = Seconds(s.timeout)};
   }
   const Peer& peer(int rank) const { return *ctx.peers[rank]; }
+  // Ring neighbours: next and prev of this rank's position in the ring (V0.1 1.7).
+  int ring_at(int position) const {
+    const int w = ctx.world, k = ((position % w) + w) % w;
+    return ctx.ring.empty() ? k : ctx.ring[static_cast<std::size_t>(k)];
+  }
+  int position_of(int rank) const {
+    if (ctx.ring.empty()) return rank;
+    return static_cast<int>(std::find(ctx.ring.begin(), ctx.ring.end(), rank) - ctx.ring.begin());
+  }
   Bytes zero_payload(std::int64_t size) {
     auto it = zeros.find(size);
     if (it == zeros.end()) {
@@ -79,12 +88,12 @@ struct Runner {
 
   // ring_exchange: phases of c active senders each; returns this rank's send service time.
   std::vector<double> ring_exchange(std::int64_t i, std::int64_t size) {
-    const int w = ctx.world, next = (ctx.rank + 1) % w, prev = (ctx.rank - 1 + w) % w;
+    const int w = ctx.world, p = position_of(ctx.rank), next = ring_at(p + 1), prev = ring_at(p - 1);
     const int c = static_cast<int>(s.ring_exchange_concurrency.value_or(w));
     const int phases = (w + c - 1) / c;
     std::vector<double> service;
     for (int k = 0; k < phases; ++k) {
-      auto active = [&](int r) { return r >= k * c && r < k * c + c; };
+      auto active = [&](int r) { return position_of(r) >= k * c && position_of(r) < k * c + c; };
       std::optional<TimedSend> sent;
       std::optional<Future<Received>> got;
       if (active(ctx.rank))
@@ -127,7 +136,7 @@ struct Runner {
   }
 
   void allgather(std::int64_t i, std::int64_t size) {
-    const int w = ctx.world, next = (ctx.rank + 1) % w, prev = (ctx.rank - 1 + w) % w;
+    const int w = ctx.world, next = ring_at(position_of(ctx.rank) + 1), prev = ring_at(position_of(ctx.rank) - 1);
     Value item = Dict{{"origin", ctx.rank}, {"payload", zero_payload(size)}};
     for (int step = 0; step < w - 1; ++step) {
       auto sent = ctx.comm->send(item, peer(next), {}, opts("allgather", i, step));
@@ -191,7 +200,7 @@ struct Runner {
   }
 
   void ring_allreduce_v01(std::int64_t i, std::int64_t size, const Buffer& mine, const Buffer& expect) {
-    const int w = ctx.world, p = ctx.rank, next = (p + 1) % w, prev = (p - 1 + w) % w;
+    const int w = ctx.world, p = position_of(ctx.rank), next = ring_at(p + 1), prev = ring_at(p - 1);
     const std::int64_t shard = size / w;
     const std::int64_t block = std::min(s.allreduce_block_bytes.value_or(shard), shard);
     std::uint32_t step = 0;
@@ -261,6 +270,20 @@ struct Runner {
 };
 
 }  // namespace
+
+RankContext rank_context(int rank, int world, std::shared_ptr<Comm> comm, Group* group,
+                         const MultirankSettings& settings) {
+  RankContext ctx;
+  ctx.rank = rank;
+  ctx.world = world;
+  ctx.peers.assign(world, nullptr);
+  for (int k = 0; k < world; ++k)
+    if (k != rank) ctx.peers[k] = &comm->peer("rank-" + std::to_string(k));
+  ctx.comm = std::move(comm);
+  ctx.group = group;
+  ctx.settings = &settings;
+  return ctx;
+}
 
 nlohmann::json run_rank(RankContext& ctx) {
   Runner runner(ctx);

@@ -21,7 +21,12 @@ struct RankContext {
   Group* group = nullptr;          // set when settings.algorithm is not "v01"
   const MultirankSettings* settings = nullptr;
   bool progress = false;           // print a line per (collective, size) on stderr
+  std::vector<int> ring;           // the ring order (cluster YAML's `ring`); empty: 0, 1, ..., W-1
 };
+
+// The context of `rank` whose Comm reaches every other rank as peer "rank-<k>".
+RankContext rank_context(int rank, int world, std::shared_ptr<Comm> comm, Group* group,
+                         const MultirankSettings& settings);
 
 // Runs every collective and size; returns the rank result {rank, samples_ms}. Throws the
 // failure (a timeout, a lost peer, a wrong payload) with V0.1's message where it has one.

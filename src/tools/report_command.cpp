@@ -16,6 +16,7 @@
 #include "tools/cli_parse.h"
 #include "tools/commands.h"
 #include "tools/multirank_html.h"
+#include "tools/sweep_html.h"
 
 namespace wcomm::tools {
 namespace {
@@ -71,8 +72,9 @@ int run_report(int argc, char** argv) {
     const nlohmann::json report = read_report(input);
     if (!report.is_object()) throw std::runtime_error("'" + input + "' is not a JSON object (a benchmark report is one)");
     const std::string name = fs::path(input).filename().string();
-    const bench::HtmlReport page = is_multirank_report(report) ? render_multirank_html(report, name)
-                                                               : bench::render_html_report(report, name);
+    const bench::HtmlReport page = is_sweep_summary(report)       ? render_sweep_html(report, name)
+                                   : is_multirank_report(report) ? render_multirank_html(report, name)
+                                                                 : bench::render_html_report(report, name);
     write_file(output, page.html);
     if (!quiet) std::fprintf(stderr, "wcomm report: wrote %s\n", output.c_str());
     if (!svg_dir.empty()) {

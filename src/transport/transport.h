@@ -102,6 +102,8 @@ struct Options {
   // keepalive_interval_s, giving up after 3 unanswered probes (0: the system's defaults, off).
   int keepalive_idle_s = 0;
   int keepalive_interval_s = 0;
+  // TCP_NOTSENT_LOWAT (0: the kernel's default): bounds the unsent bytes the kernel holds.
+  int tcp_notsent_lowat_bytes = 0;
 };
 
 // A dial in progress. cancel() ends it: its handler then runs with operation_aborted (loop).

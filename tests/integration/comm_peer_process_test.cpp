@@ -35,7 +35,7 @@ class EchoPeer {
   Process process_;
 };
 
-CommConfig fast_heartbeats() {
+CommConfig heartbeats_every_100ms() {
   CommConfig c;
   c.heartbeat_interval_s = 0.1;
   return c;
@@ -50,7 +50,7 @@ Value echo(Comm& comm, const Peer& b, const Value& v) {
 TEST(CommPeerProcess, AStoppedPeerIsDeclaredDeadWithinThreeHeartbeats) {
   EchoPeer peer;
   peer.start();
-  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", heartbeats_every_100ms()});
   const Peer& b = a->peer("node-b");
   EXPECT_EQ(echo(*a, b, Value("hello")), Value("hello"));
   auto waiting = a->recv(b, {.tag = 2});  // no timeout: only liveness can end it
@@ -106,7 +106,7 @@ TEST(CommPeerProcess, AKilledPeerThatRestartsIsReachedAgainAndReported) {
   peer.start();
   std::mutex mu;  // before the Comm, which reports into it until it is gone
   std::vector<std::string> events;
-  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", heartbeats_every_100ms()});
   a->on_peer_event([&](const PeerEvent& e) {
     std::lock_guard lock(mu);
     events.push_back(peer_event_name(e.kind));
@@ -162,7 +162,7 @@ TEST(CommPeerProcess, APeerKilledWhileReceiving256MiBFailsThatSendAtOnceAndTheQu
 TEST(CommPeerProcess, MessagesSentWhileAPeerRestartsAreDeliveredOrFailedCountedExactly) {
   EchoPeer peer;
   peer.start();
-  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", fast_heartbeats()});
+  auto a = Comm::create({peer.a(), {peer.b()}, "127.0.0.1", heartbeats_every_100ms()});
   const Peer& b = a->peer("node-b");
   EXPECT_EQ(echo(*a, b, Value(-1)), Value(-1));
   auto down = a->recv(b, {.tag = 2});

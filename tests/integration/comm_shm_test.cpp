@@ -1,7 +1,9 @@
 // Same-host peers over shared memory: transport selection (auto upgrades, V0.1 peers stay on
 // TCP), what stats say, cross-memory attach refused (a peer running as another user), a
-// writer killed while its memory is read, and nothing left behind after close or a crash.
+// writer killed while its memory is read, nothing left behind after close or a crash, and
+// shared memory beyond a limit (named in the error; auto falls back to TCP).
 #include <netinet/in.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 
 #include <filesystem>
@@ -155,6 +157,47 @@ TEST(CommShm, NothingIsLeftBehindAfterClose) {
   }
   EXPECT_EQ(shm_mappings(), maps_before);
   EXPECT_EQ(shm_descriptors(), fds_before);
+}
+
+// Lowers this process's file size limit (RLIMIT_FSIZE, `ulimit -f`) below the size of the shm
+// rings for its lifetime: a real limit that memfd sizing obeys, as a full /dev/shm would refuse.
+class FileSizeLimit {
+ public:
+  explicit FileSizeLimit(rlim_t bytes) {
+    ::getrlimit(RLIMIT_FSIZE, &saved_);
+    rlimit lowered = saved_;
+    lowered.rlim_cur = bytes;
+    EXPECT_EQ(::setrlimit(RLIMIT_FSIZE, &lowered), 0);
+  }
+  ~FileSizeLimit() { ::setrlimit(RLIMIT_FSIZE, &saved_); }
+
+ private:
+  rlimit saved_{};
+};
+
+TEST(CommShm, SharedMemoryBeyondALimitNamesItAndAutoFallsBackToTcp) {
+  const int maps_before = shm_mappings(), fds_before = shm_descriptors();
+  FileSizeLimit limit(1u << 20);  // the rings need 2 MiB and a page
+  {
+    // auto: the same-host dial fails, the peer's TCP address is dialled at once.
+    auto p = make_pair();
+    wait_value(p.a->send(Value(pattern(256u << 10, 2)), p.a->peer("node-b")));
+    EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(pattern(256u << 10, 2)));
+    EXPECT_EQ(p.a->stats().peers.at("node-b").transport, "tcp");
+  }
+  {
+    // shm alone: the send fails, and its error says which limit.
+    CommConfig shm;
+    shm.transport = "shm";
+    shm.connect_timeout_s = 1;
+    auto p = make_pair(shm, shm);
+    auto r = wait_result(p.a->send(Value(1), p.a->peer("node-b")));
+    ASSERT_FALSE(r.ok());
+    EXPECT_EQ(r.error().code, ErrorCode::kConnectionFailed);
+    EXPECT_NE(r.error().message.find("RLIMIT_FSIZE"), std::string::npos) << r.error().message;
+  }
+  EXPECT_EQ(shm_mappings(), maps_before);
+  EXPECT_EQ(shm_descriptors(), fds_before) << "a failed set-up leaves no memfd open";
 }
 
 // node-b as a `wcomm node echo` process, optionally as another user.

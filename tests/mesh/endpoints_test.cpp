@@ -1,34 +1,16 @@
 // The endpoint rules a pyzmq mesh uses (mesh-zmq.md), and their environment overrides.
 #include <gtest/gtest.h>
 
-#include <cstdlib>
-#include <optional>
 #include <string>
 
+#include "mesh_fixture.h"
 #include "wcomm/errors.h"
 #include "wcomm/mesh/endpoints.h"
 
 using namespace wcomm;
 using namespace wcomm::mesh;
 
-namespace {
-// Sets an environment variable for one test and restores it after.
-class ScopedEnv {
- public:
-  ScopedEnv(const char* name, const char* value) : name_(name) {
-    if (const char* old = std::getenv(name)) old_ = old;
-    ::setenv(name, value, 1);
-  }
-  ~ScopedEnv() {
-    if (old_) ::setenv(name_, old_->c_str(), 1);
-    else ::unsetenv(name_);
-  }
-
- private:
-  const char* name_;
-  std::optional<std::string> old_;
-};
-}  // namespace
+using wcomm::mesh::testing::ScopedEnv;
 
 TEST(MeshEndpoints, TcpPortsFollowTheEntityNames) {
   EXPECT_EQ(tcp_port_for("api_server", 19000), 19000);

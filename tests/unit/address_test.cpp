@@ -11,7 +11,7 @@
 namespace wcomm {
 namespace {
 
-std::string parse_error(const std::string& text, bool allow_port_zero = false) {
+std::string address_error(const std::string& text, bool allow_port_zero = false) {
   try {
     Address::parse(text, allow_port_zero);
   } catch (const InvalidArgumentError& e) {
@@ -46,19 +46,19 @@ TEST(Address, PrintsWhatItParses) {
 }
 
 TEST(Address, BadAddressesNameTheTextAndTheProblem) {
-  EXPECT_NE(parse_error("192.0.2.11:9000").find("no scheme"), std::string::npos);
-  EXPECT_NE(parse_error("udp://h:1").find("unknown scheme 'udp'"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://h").find("no port"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://:9000").find("empty host"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://h:70000").find("'70000'"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://h:x1").find("'x1'"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://::1:9").find("[brackets]"), std::string::npos);
-  EXPECT_NE(parse_error("tcp://h:0").find("port 0"), std::string::npos);
+  EXPECT_NE(address_error("192.0.2.11:9000").find("no scheme"), std::string::npos);
+  EXPECT_NE(address_error("udp://h:1").find("unknown scheme 'udp'"), std::string::npos);
+  EXPECT_NE(address_error("tcp://h").find("no port"), std::string::npos);
+  EXPECT_NE(address_error("tcp://:9000").find("empty host"), std::string::npos);
+  EXPECT_NE(address_error("tcp://h:70000").find("'70000'"), std::string::npos);
+  EXPECT_NE(address_error("tcp://h:x1").find("'x1'"), std::string::npos);
+  EXPECT_NE(address_error("tcp://::1:9").find("[brackets]"), std::string::npos);
+  EXPECT_NE(address_error("tcp://h:0").find("port 0"), std::string::npos);
   EXPECT_EQ(Address::parse("tcp://h:0", /*allow_port_zero=*/true).port, 0);
-  EXPECT_NE(parse_error("unix://relative/path").find("absolute"), std::string::npos);
-  EXPECT_NE(parse_error("unix://@").find("empty abstract"), std::string::npos);
-  EXPECT_NE(parse_error("unix:///" + std::string(200, 'x')).find("longer than 107"), std::string::npos);
-  const std::string message = parse_error("tcp://h");
+  EXPECT_NE(address_error("unix://relative/path").find("absolute"), std::string::npos);
+  EXPECT_NE(address_error("unix://@").find("empty abstract"), std::string::npos);
+  EXPECT_NE(address_error("unix:///" + std::string(200, 'x')).find("longer than 107"), std::string::npos);
+  const std::string message = address_error("tcp://h");
   EXPECT_NE(message.find("'tcp://h'"), std::string::npos) << message;
 }
 

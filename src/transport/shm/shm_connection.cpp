@@ -8,6 +8,7 @@
 #include <unistd.h>
 
 #include <cerrno>
+#include <future>
 #include <optional>
 
 #include "transport/thread_waker.h"
@@ -359,20 +360,46 @@ class ShmConnection final : public Connection {
     return false;
   }
 
-  // Copies n bytes of the current remote record straight from the writer's memory.
-  bool read_remote(std::uint8_t* dst, std::size_t n, std::error_code& ec) {
+  // Copies n bytes from the writer's memory at `from` to dst; ec on failure.
+  static void pull(pid_t pid, std::uint8_t* dst, std::uint64_t from, std::size_t n, std::error_code& ec) {
     std::size_t got = 0;
     while (got < n) {
       iovec local{dst + got, n - got};
-      iovec remote{reinterpret_cast<void*>(remote_address_ + got), n - got};
-      const ssize_t r = ::process_vm_readv(e_->peer_pid, &local, 1, &remote, 1, 0);
+      iovec remote{reinterpret_cast<void*>(from + got), n - got};
+      const ssize_t r = ::process_vm_readv(pid, &local, 1, &remote, 1, 0);
       if (r <= 0) {
         // ESRCH: the writer is gone; EFAULT: its memory is (both end the stream).
         ec = r < 0 && errno == ESRCH ? asio::error::connection_reset : asio::error::connection_aborted;
-        return false;
+        return;
       }
       got += static_cast<std::size_t>(r);
     }
+  }
+
+  // Copies n bytes of the current remote record straight from the writer's memory. A large
+  // one is split with a second thread: the kernel copies page by page, slower than memcpy,
+  // and the writer's core idles meanwhile.
+  bool read_remote(std::uint8_t* dst, std::size_t n, std::error_code& ec) {
+    std::size_t first = n;
+    std::future<std::error_code> second;
+    if (n >= kSplitMinBytes) {
+      first = (n / 2) & ~std::size_t(4095);
+      try {
+        second = std::async(std::launch::async, [pid = e_->peer_pid, dst, from = remote_address_, first, n] {
+          std::error_code e;
+          pull(pid, dst + first, from + first, n - first, e);
+          return e;
+        });
+      } catch (const std::system_error&) {
+        first = n;  // no thread to be had: all of it here
+      }
+    }
+    pull(e_->peer_pid, dst, remote_address_, first, ec);
+    if (second.valid()) {
+      const std::error_code e = second.get();
+      if (!ec) ec = e;
+    }
+    if (ec) return false;
     // A writer that gave up the memory may have done so while we read it: those bytes are void.
     if (in_.aborted.load(std::memory_order_seq_cst)) {
       ec = asio::error::connection_aborted;

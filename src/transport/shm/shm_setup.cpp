@@ -4,6 +4,7 @@
 #include <fcntl.h>
 #include <sys/eventfd.h>
 #include <sys/mman.h>
+#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/stat.h>
 #include <sys/uio.h>
@@ -118,7 +119,39 @@ bool receive_message(int socket_fd, SetupMessage& message, UniqueFd (&fds)[kFdCo
   return false;
 }
 
+// What each errno of memfd_create, ftruncate, fallocate and eventfd means here.
+const char* limit_named(int err) {
+  switch (err) {
+    case EFBIG: return "the shared rings exceed the file size limit (RLIMIT_FSIZE, ulimit -f)";
+    case EMFILE: return "the process's descriptor limit is reached (RLIMIT_NOFILE, ulimit -n)";
+    case ENFILE: return "the system's descriptor limit is reached (fs.file-max)";
+    case ENOSPC: return "shared memory is exhausted (/dev/shm or the memfd's tmpfs is full)";
+    case ENOMEM: return "out of memory for the shared rings (a memory cgroup or overcommit limit)";
+    default: return nullptr;
+  }
+}
+
+class ResourceCategory final : public std::error_category {
+ public:
+  const char* name() const noexcept override { return "wcomm.shm"; }
+  std::string message(int err) const override {
+    const char* limit = limit_named(err);
+    return std::string("could not create the shm rings: ") + (limit ? limit : std::strerror(err));
+  }
+};
+
+// The sentence for a failed step, naming the limit when we know it.
+std::string failure(const char* what, int err) {
+  const char* limit = limit_named(err);
+  return std::string(what) + ": " + std::strerror(err) + (limit ? std::string(" (") + limit + ")" : "");
+}
+
 }  // namespace
+
+std::error_code resource_error(int err) {
+  static const ResourceCategory category;
+  return {err, category};
+}
 
 UniqueFd& UniqueFd::operator=(UniqueFd&& o) noexcept {
   if (this != &o) {
@@ -132,25 +165,31 @@ UniqueFd::~UniqueFd() {
 }
 Mapping::~Mapping() { ::munmap(base_, bytes_); }
 
-std::unique_ptr<Endpoint> start_dialer(int socket_fd, std::size_t ring_bytes, std::string& error) {
-  UniqueFd memfd(::memfd_create("wcomm-shm", MFD_CLOEXEC));
-  if (!memfd) {
-    error = errno_text("memfd_create") + (errno == EMFILE || errno == ENFILE ? " (the descriptor limit)" : "");
+std::unique_ptr<Endpoint> start_dialer(int socket_fd, std::size_t ring_bytes, std::string& error,
+                                       std::error_code& code) {
+  const auto fail = [&](const char* what, int err) {
+    error = failure(what, err);
+    code = resource_error(err);
     return nullptr;
-  }
+  };
   const std::size_t bytes = total_bytes(ring_bytes);
+  // Growing a file past RLIMIT_FSIZE raises SIGXFSZ, which ends the process unless handled:
+  // look first, and fail as the kernel would, without the signal.
+  if (rlimit limit{}; ::getrlimit(RLIMIT_FSIZE, &limit) == 0 && limit.rlim_cur != RLIM_INFINITY &&
+                      limit.rlim_cur < bytes)
+    return fail(("sizing the shared rings to " + std::to_string(bytes) + " bytes").c_str(), EFBIG);
+  UniqueFd memfd(::memfd_create("wcomm-shm", MFD_CLOEXEC));
+  if (!memfd) return fail("memfd_create", errno);
   // fallocate, not only ftruncate: a full tmpfs fails here, with ENOSPC, not with SIGBUS later.
   int rc = ::ftruncate(memfd.get(), static_cast<off_t>(bytes)) == 0 ? 0 : errno;
   if (rc == 0) rc = ::posix_fallocate(memfd.get(), 0, static_cast<off_t>(bytes));  // returns the error
-  if (rc != 0) {
-    errno = rc;
-    error = errno_text("allocating the shared rings") + " (" + std::to_string(bytes >> 20) +
-            " MiB of shared memory; is /dev/shm full?)";
-    return nullptr;
-  }
+  if (rc != 0) return fail(("allocating " + std::to_string(bytes) + " bytes of shared rings").c_str(), rc);
   auto endpoint = std::make_unique<Endpoint>();
   endpoint->mapping = map_shared(memfd.get(), bytes, error);
-  if (!endpoint->mapping) return nullptr;
+  if (!endpoint->mapping) {
+    code = resource_error(ENOMEM);
+    return nullptr;
+  }
   SharedHeader* header = new (&endpoint->mapping->header()) SharedHeader{};
   header->magic = kMagic;
   header->version = kVersion;
@@ -158,16 +197,16 @@ std::unique_ptr<Endpoint> start_dialer(int socket_fd, std::size_t ring_bytes, st
   UniqueFd efd[4];
   for (auto& e : efd) {
     e = UniqueFd(::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC));
-    if (!e) {
-      error = errno_text("eventfd");
-      return nullptr;
-    }
+    if (!e) return fail("eventfd", errno);
   }
   endpoint->probe = new_probe();
   const SetupMessage message{kMagic, kVersion, 0, ring_bytes, reinterpret_cast<std::uint64_t>(endpoint->probe.get()),
                              *endpoint->probe};
   const int fds[kFdCount] = {memfd.get(), efd[0].get(), efd[1].get(), efd[2].get(), efd[3].get()};
-  if (!send_message(socket_fd, message, fds, kFdCount, error)) return nullptr;
+  if (!send_message(socket_fd, message, fds, kFdCount, error)) {
+    code = std::make_error_code(std::errc::connection_reset);
+    return nullptr;
+  }
   endpoint->side = 0;
   endpoint->out_data = std::move(efd[0]);
   endpoint->out_space = std::move(efd[1]);

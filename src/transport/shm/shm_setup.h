@@ -73,9 +73,15 @@ struct SetupMessage {
 
 constexpr std::size_t kDefaultRingBytes = 1u << 20;  // per direction (large payloads bypass it)
 
-// Dialer, on a connected socket: creates the memory and eventfds and sends them. ec on failure
-// (with a message naming the limit: /dev/shm or memfd exhausted, descriptors).
-std::unique_ptr<Endpoint> start_dialer(int socket_fd, std::size_t ring_bytes, std::string& error);
+// The error of a set-up that could not create its memory or descriptors: an errno value in a
+// category whose message names the limit that was hit (RLIMIT_FSIZE, RLIMIT_NOFILE, a full
+// shared-memory file system), so that the user's ConnectionFailedError says it.
+std::error_code resource_error(int err);
+
+// Dialer, on a connected socket: creates the memory and eventfds and sends them. Null on
+// failure, with error (a sentence naming the limit) and code (resource_error, or another).
+std::unique_ptr<Endpoint> start_dialer(int socket_fd, std::size_t ring_bytes, std::string& error,
+                                       std::error_code& code);
 // Dialer, once the acceptor's reply has arrived (readable socket): reads it, tests reading
 // the acceptor's memory. False with error set if the reply is missing or malformed.
 bool finish_dialer(Endpoint& endpoint, int socket_fd, std::string& error);

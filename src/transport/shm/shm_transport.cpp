@@ -141,10 +141,12 @@ class ShmDial final : public PendingDial, public std::enable_shared_from_this<Sh
  private:
   void send_setup(DialHandler handler) {
     std::string error;
-    endpoint_ = cancelled_ ? nullptr : shm::start_dialer(socket_->native_handle(), shm::kDefaultRingBytes, error);
+    std::error_code code;
+    endpoint_ = cancelled_ ? nullptr : shm::start_dialer(socket_->native_handle(), shm::kDefaultRingBytes, error, code);
     if (!endpoint_) {
+      // With transport auto the caller goes on to the peer's next address (unix or tcp).
       if (!cancelled_) spdlog::warn("wcomm: shm set-up with {} failed: {}", address_.to_string(), error);
-      return handler(cancelled_ ? asio::error::operation_aborted : asio::error::no_memory, nullptr);
+      return handler(cancelled_ ? asio::error::operation_aborted : code, nullptr);
     }
     timer_.expires_at(deadline_);
     timer_.async_wait([self = shared_from_this()](std::error_code ec) {

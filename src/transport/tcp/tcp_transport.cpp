@@ -35,6 +35,9 @@ std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options, boo
   std::error_code ec;
   socket.set_option(tcp::no_delay(options.tcp_nodelay), ec);
   set_keepalive(socket, options);
+  if (options.tcp_notsent_lowat_bytes > 0)
+    socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_NOTSENT_LOWAT>(options.tcp_notsent_lowat_bytes),
+                      ec);
   const auto local = socket.local_endpoint(ec);
   const auto remote = socket.remote_endpoint(ec);
   std::string description = "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote);
