@@ -14,7 +14,7 @@ dir=build-fuzz
 generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
-  -DWCOMM_FUZZ=ON -DBUILD_TESTING=OFF >/dev/null
+  -DWCOMM_FUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}" >/dev/null
 targets=(frame_header manifest handshake connection)
 cmake --build "$dir" -j "${WCOMM_JOBS:-2}" $(printf -- '--target fuzz_%s ' "${targets[@]}")
 mkdir -p "$dir/artifacts"

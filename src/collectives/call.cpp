@@ -114,9 +114,10 @@ void Group::Call::fail_from(const Error& error, int rank, const char* action) {
     std::unique_lock lock(group.fail_->mu);
     // A lost connection may be the other rank's own abort: it cancelled its send to us midway
     // (which ends the connection) and is sending its reason on a new one. Give that reason a
-    // moment to arrive, so every rank names the rank that failed first, not the messenger.
+    // moment to arrive, so every rank names the rank that failed first, not the messenger
+    // (it may need a fresh connection: half a second was too short on two loaded cores).
     if (!group.fail_->error && (error.code == ErrorCode::kConnectionClosed || error.code == ErrorCode::kPeerRestarted)) {
-      Seconds grace = std::min(Seconds(0.5), remaining().value_or(Seconds(0.5)));
+      Seconds grace = std::min(Seconds(2), remaining().value_or(Seconds(2)));
       group.fail_->aborted.wait_for(lock, grace, [&] { return group.fail_->error.has_value(); });
     }
     if (group.fail_->error) throw *group.fail_->error;  // an abort from another rank came first
