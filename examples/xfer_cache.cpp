@@ -16,6 +16,7 @@
 #include <cstring>
 #include <string>
 #include <thread>
+#include <utility>
 #include <vector>
 
 #include <wcomm/comm.h>
@@ -27,16 +28,23 @@ using namespace wcomm::xfer;
 
 extern char** environ;
 
-static std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof addr;
-  ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len);
-  ::close(fd);
-  return ntohs(addr.sin_port);
+// Two distinct loopback ports that were free a moment ago: both are bound at once (one at a
+// time, the kernel may hand out the same port twice).
+static std::pair<std::uint16_t, std::uint16_t> free_ports() {
+  int fds[2];
+  std::uint16_t ports[2];
+  for (int i = 0; i < 2; ++i) {
+    fds[i] = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    ::bind(fds[i], reinterpret_cast<sockaddr*>(&addr), sizeof addr);
+    ::getsockname(fds[i], reinterpret_cast<sockaddr*>(&addr), &len);
+    ports[i] = ntohs(addr.sin_port);
+  }
+  for (int fd : fds) ::close(fd);
+  return {ports[0], ports[1]};
 }
 
 // Both sides must agree on these, or the producer refuses (the compatibility hash).
@@ -71,7 +79,7 @@ int main(int argc, char** argv) {
     return producer(static_cast<std::uint16_t>(std::stoi(argv[2])), static_cast<std::uint16_t>(std::stoi(argv[3])),
                     parse_backend(argv[4]));
   const std::string backend = argc > 1 ? argv[1] : "auto";
-  const std::uint16_t pport = free_port(), cport = free_port();
+  const auto [pport, cport] = free_ports();
 
   // The producer process.
   std::vector<std::string> args{"/proc/self/exe", "producer", std::to_string(pport), std::to_string(cport), backend};

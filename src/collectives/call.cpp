@@ -144,11 +144,16 @@ void Group::Call::fail(ErrorCode code, int rank, const std::string& message) {
     cancels.swap(group.fail_->cancel_ops);
   }
   for (auto& c : cancels) c();
-  // Tell every other rank, so that none waits for its timeout (best effort, not awaited).
+  // Tell every other rank, so that none waits for its timeout. Best effort, but written
+  // before this throws (up to a second): a caller that closes the group at once would
+  // otherwise drop the queued aborts, and the others would name the messenger instead.
   Dict abort{{"rank", rank}, {"code", static_cast<int>(code)}, {"message", message}, {"seq", seq}};
+  std::vector<Future<SendResult>> aborts;
   for (int k = 0; k < group.world_; ++k)
     if (k != group.rank_)
-      (void)group.comm_->send(abort, *group.peers_[k], {}, {.tag = kAbortTag, .timeout = Seconds(5)});
+      aborts.push_back(group.comm_->send(abort, *group.peers_[k], {}, {.tag = kAbortTag, .timeout = Seconds(5)}));
+  const auto written_by = Clock::now() + std::chrono::seconds(1);
+  for (auto& f : aborts) (void)f.wait_for(std::max(Clock::duration::zero(), written_by - Clock::now()));
   throw CollectiveError(code, rank, message);
 }
 
