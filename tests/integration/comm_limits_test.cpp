@@ -187,9 +187,13 @@ TEST(CommLimits, AtTheDescriptorLimitTheListenerBacksOffAndRecovers) {
   };
   const std::string config_b = dir.write("node-b.yaml", yaml("node-b", ports[1], "node-a", ports[0]));
   // node-b runs with 48 descriptors: a few dozen sockets exhaust them (its per-source bound
-  // is lifted: the bounds would otherwise keep it under the limit).
-  Process node = Process::spawn({"bash", "-c", std::string("ulimit -n 48 && exec ") + WCOMM_CLI + " node --config " +
-                                                   config_b + " echo --src node-a --count 1 --timeout 60"},
+  // is lifted: the bounds would otherwise keep it under the limit). Under UBSan it does not
+  // halt on a report: UBSan checks a vtable's memory through a pipe, which cannot be made at
+  // the limit, and then reports a virtual call on a live object as one on an "invalid vptr".
+  Process node = Process::spawn({"bash", "-c", std::string("export UBSAN_OPTIONS=\"${UBSAN_OPTIONS:+$UBSAN_OPTIONS:}") +
+                                                   "halt_on_error=0\"; ulimit -n 48 && exec " + WCOMM_CLI +
+                                                   " node --config " + config_b +
+                                                   " echo --src node-a --count 1 --timeout 60"},
                                 dir.path(), "node-b");
   std::vector<int> idle;
   for (int i = 0; i < 400 && idle.empty(); ++i) {
