@@ -8,6 +8,8 @@
 #include <unistd.h>
 
 #include <cstddef>
+#include <cstring>
+#include <memory>
 
 #include "bench_common.h"
 
@@ -56,6 +58,14 @@ inline int connect_to(const sockaddr_in& address) {
   if (connect(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) die("raw reference: connect failed");
   set_nodelay(fd);
   return fd;
+}
+
+// A buffer of `size` bytes with every page touched. Allocate it after a fork: pages shared
+// across a fork would be copied on the first write, and the loop would pay the faults.
+inline std::unique_ptr<char[]> touched_buffer(std::size_t size) {
+  std::unique_ptr<char[]> buffer(new char[size]);
+  std::memset(buffer.get(), 1, size);
+  return buffer;
 }
 
 }  // namespace wcomm::bench_programs

@@ -18,23 +18,16 @@ int main(int argc, char** argv) {
   const std::uint64_t messages = arg_or(argc, argv, 2, 8);
   sockaddr_in address;
   const int listener = listen_on_loopback(address);
-  // Each process allocates and touches its buffer after the fork (pages shared across a fork
-  // would be copied on the first write), so neither side pays page faults in the loop.
-  auto touched_buffer = [size] {
-    std::unique_ptr<char[]> buffer(new char[size]);
-    std::memset(buffer.get(), 1, size);
-    return buffer;
-  };
   const pid_t child = fork();
   if (child == 0) {
     close(listener);
-    const auto buffer = touched_buffer();
+    const auto buffer = touched_buffer(size);
     const int fd = connect_to(address);
     for (std::uint64_t i = 0; i < messages; ++i) exact_write(fd, buffer.get(), size);
     close(fd);
     _exit(0);
   }
-  const auto buffer = touched_buffer();
+  const auto buffer = touched_buffer(size);
   const int fd = accept(listener, nullptr, nullptr);
   if (fd < 0) die("raw_tcp_bulk: accept failed");
   const auto start = Clock::now();

@@ -50,15 +50,10 @@ int main(int argc, char** argv) {
   const std::uint64_t messages = arg_or(argc, argv, 3, 8);
   sockaddr_in address;
   const int listener = listen_on_loopback(address);
-  auto touched_buffer = [size] {
-    std::unique_ptr<char[]> buffer(new char[size]);
-    std::memset(buffer.get(), 1, size);
-    return buffer;
-  };
   const pid_t child = fork();
   if (child == 0) {
     close(listener);
-    const auto buffer = touched_buffer();
+    const auto buffer = touched_buffer(size);
     SSL* ssl = SSL_new(context(dir, "ping"));
     SSL_set_fd(ssl, connect_to(address));
     if (SSL_connect(ssl) != 1) die("tls_bulk_reference: the client handshake failed");
@@ -68,7 +63,7 @@ int main(int argc, char** argv) {
     SSL_read(ssl, &done, 1);  // the receiver has everything
     _exit(0);
   }
-  const auto buffer = touched_buffer();
+  const auto buffer = touched_buffer(size);
   const int fd = accept(listener, nullptr, nullptr);
   if (fd < 0) die("tls_bulk_reference: accept failed");
   SSL* ssl = SSL_new(context(dir, "echo"));
