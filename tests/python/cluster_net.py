@@ -103,13 +103,16 @@ class SshCluster:
 
     def _wrappers(self) -> None:
         """ssh and scp first in PATH: log the argv (fields joined by 0x1f), then run the real one
-        with the generated config."""
+        with the generated config. The line is written with one printf: the launcher runs them in
+        parallel, and lines written a field at a time interleave."""
         os.makedirs(f"{self.dir}/bin")
         for tool in ("ssh", "scp"):
             path = f"{self.dir}/bin/{tool}"
             with open(path, "w") as f:
-                f.write(f"#!/bin/sh\n{{ printf '%s' {tool}; for a in \"$@\"; do printf '\\037%s' \"$a\"; done; "
-                        f"printf '\\n'; }} >> {self.log}\nexec /usr/bin/{tool} -F {self.dir}/ssh_config \"$@\"\n")
+                f.write(f"#!/bin/sh\nsep=$(printf '\\037'); line={tool}\n"
+                        f"for a in \"$@\"; do line=\"$line$sep$a\"; done\n"
+                        f"printf '%s\\n' \"$line\" >> {self.log}\n"
+                        f"exec /usr/bin/{tool} -F {self.dir}/ssh_config \"$@\"\n")
             os.chmod(path, 0o755)
 
     def start_sshd(self, x: str) -> None:
