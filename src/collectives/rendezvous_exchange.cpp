@@ -156,9 +156,17 @@ std::vector<Peer> with_same_host_sockets(std::vector<Peer> dir, const std::vecto
 std::vector<Peer> parse_reply(const std::string& line, int self) {
   json reply = json::parse(line, nullptr, false);
   if (reply.is_discarded() || !reply.is_object()) throw ProtocolError("rendezvous: rank 0 sent an unreadable reply");
-  if (reply.contains("error")) throw InvalidArgumentError(reply["error"].get<std::string>());
+  if (reply.contains("error") && reply["error"].is_string()) throw InvalidArgumentError(reply["error"].get<std::string>());
+  const json* peers = reply.contains("peers") ? &reply["peers"] : nullptr;
+  const auto is_entry = [](const json& e) {
+    return e.is_array() && e.size() == 2 && e[0].is_string() && e[1].is_number_unsigned() && e[1].get<std::uint64_t>() <= 65535;
+  };
+  if (!peers || !peers->is_array() || !std::all_of(peers->begin(), peers->end(), is_entry))
+    throw ProtocolError("rendezvous: the reply from master_addr:master_port has no valid peer list "
+                        "(is something other than wcomm's rank 0 listening there?)");
   std::vector<Peer> dir;
-  for (const json& e : reply.at("peers")) dir.push_back(Peer{.node_id = "", .host = e.at(0), .port = e.at(1)});
+  for (const json& e : *peers)
+    dir.push_back(Peer{.node_id = "", .host = e[0].get<std::string>(), .port = e[1].get<std::uint16_t>()});
   return with_same_host_sockets(std::move(dir), reply.value("host_keys", std::vector<std::string>{}),
                                 reply.value("nonce", std::string()), self);
 }

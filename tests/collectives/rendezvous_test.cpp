@@ -1,5 +1,11 @@
 // Rendezvous specs from torchrun, Slurm and Open MPI environments, and their error messages.
+#include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <thread>
 
 #include "wcomm/collectives/rendezvous.h"
 #include "wcomm/errors.h"
@@ -59,6 +65,43 @@ TEST(Rendezvous, ErrorsSayWhatIsMissing) {
   s.rank = 0;
   s.world = 0;
   EXPECT_THROW(s.validate(), InvalidArgumentError);
+}
+
+// Something else at master_addr:master_port (here: a server that answers a JSON line without a
+// peer list) makes the rendezvous fail with a ProtocolError that says so, not a JSON exception.
+TEST(Rendezvous, AReplyWithoutAPeerListIsAProtocolErrorThatSaysSo) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof addr;
+  ASSERT_EQ(::bind(listener, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(listener, 4), 0);
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&addr), &len), 0);
+  std::thread impostor([listener] {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    if (fd < 0) return;
+    char buffer[4096];
+    (void)::recv(fd, buffer, sizeof buffer, 0);  // the rank's request line
+    const char reply[] = "{\"status\": \"ok\"}\n";
+    (void)::send(fd, reply, sizeof reply - 1, MSG_NOSIGNAL);
+    ::close(fd);
+  });
+  RendezvousSpec spec;
+  spec.rank = 1;
+  spec.world = 2;
+  spec.master_addr = "127.0.0.1";
+  spec.master_port = ntohs(addr.sin_port);
+  spec.bind_host = "127.0.0.1";
+  spec.timeout = std::chrono::seconds(10);
+  try {
+    rendezvous_exchange(spec, 1);
+    ADD_FAILURE() << "a reply without peers was accepted";
+  } catch (const ProtocolError& e) {
+    EXPECT_NE(std::string(e.what()).find("no valid peer list"), std::string::npos) << e.what();
+  }
+  impostor.join();
+  ::close(listener);
 }
 
 }  // namespace

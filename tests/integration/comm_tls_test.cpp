@@ -32,16 +32,18 @@ class Certs {
   TempDir dir_;
 };
 
-CommConfig tls(TlsConfig t) {
+// A short connect timeout bounds the refusal tests (some refusals are seen only at it); pairs
+// that must connect get 20 s: a TLS handshake under TSan on a loaded machine took over 3.
+CommConfig tls(TlsConfig t, double connect_timeout_s = 3) {
   CommConfig c;
   c.tls = std::move(t);
-  c.connect_timeout_s = 3;
+  c.connect_timeout_s = connect_timeout_s;
   return c;
 }
 
 TEST(CommTls, ANodePairExchanges64MiBTensorsOverTls) {
   Certs certs;
-  auto p = make_pair(tls(certs.config("ca1", "node-a")), tls(certs.config("ca1", "node-b")));
+  auto p = make_pair(tls(certs.config("ca1", "node-a"), 20), tls(certs.config("ca1", "node-b"), 20));
   Tensor big = Tensor::empty(DType::kInt32, {16 << 20});  // 64 MiB
   for (std::size_t i = 0; i < big.numel(); ++i) big.data_as<std::int32_t>()[i] = static_cast<std::int32_t>(i * 2654435761u);
   for (int round = 0; round < 2; ++round) {
@@ -62,7 +64,7 @@ TEST(CommTls, SendAndReceiveFastPathsShareOneTlsConnection) {
   // (blocked recvs read for themselves), in both directions at once: a ping-pong, and beside
   // it a stream of messages on another tag. OpenSSL's one-thread-per-SSL rule must hold.
   Certs certs;
-  auto p = make_pair(tls(certs.config("ca1", "node-a")), tls(certs.config("ca1", "node-b")));
+  auto p = make_pair(tls(certs.config("ca1", "node-a"), 20), tls(certs.config("ca1", "node-b"), 20));
   wait_value(p.a->send(Value("warm-up"), p.a->peer("node-b")));  // one connection: receivers read it
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("warm-up"));
   constexpr int kRounds = 1000;

@@ -20,10 +20,19 @@ REPO = os.path.abspath(os.path.join(os.path.dirname(__file__), "..", ".."))
 TEST_LIMIT_S = 60  # no test waits longer than this on anything
 
 
+_handed_out: set = set()
+
+
 def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port that was free a moment ago and was not handed out before in this process:
+    the kernel may give the same free port to two binds in a row (two nodes then clash)."""
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in _handed_out:
+            _handed_out.add(port)
+            return port
 
 
 def _port_is_free(port: int) -> bool:

@@ -2,6 +2,7 @@
 wireless_comm.Group from the launcher's environment."""
 
 import os
+import random
 import re
 import shutil
 import socket
@@ -18,6 +19,20 @@ def free_port():
     with socket.socket() as s:
         s.bind(("127.0.0.1", 0))
         return s.getsockname()[1]
+
+
+def free_port_pair():
+    """P with P and P + 1 free, below the kernel's ephemeral range: under torchrun, rank 0's
+    rendezvous listens on MASTER_PORT + 1, and an ephemeral P + 1 can be taken by any connect."""
+    for port in random.sample(range(20000, 30000, 2), 200):
+        with socket.socket() as a, socket.socket() as b:
+            try:
+                a.bind(("127.0.0.1", port))
+                b.bind(("127.0.0.1", port + 1))
+            except OSError:
+                continue
+            return port
+    raise RuntimeError("no two free ports in a row between 20000 and 30000")
 
 
 def check(out, world, source):
@@ -45,7 +60,7 @@ def test_four_ranks_under_torchrun():
            "a.Std.from_str = classmethod(lambda cls, vm: cls.NONE); "
            "from torch.distributed.run import main; sys.argv[0] = 'torchrun'; main()")
     cmd = ["/usr/bin/python3", "-c", fix, "--nnodes", "1", "--nproc_per_node", "4", "--master_addr", "127.0.0.1",
-           "--master_port", str(free_port()), RANK_MAIN]
+           "--master_port", str(free_port_pair()), RANK_MAIN]
     proc = subprocess.run(cmd, env=dict(os.environ, OMP_NUM_THREADS="1"), capture_output=True, text=True, timeout=120)
     assert proc.returncode == 0, proc.stdout + proc.stderr
     check(proc.stdout, 4, "torchrun")
