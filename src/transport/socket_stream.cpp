@@ -153,15 +153,8 @@ class SocketStream final : public Connection {
 
   void watch(bool write, std::function<void(std::error_code)> handler) {
     auto& watcher = write ? write_watch_ : read_watch_;
-    if (!watcher) {
-      const int duplicate = fd_ < 0 ? -1 : ::fcntl(fd_, F_DUPFD_CLOEXEC, 0);
-      if (duplicate < 0) {
-        std::error_code ec = fd_ < 0 ? std::error_code(asio::error::bad_descriptor)
-                                     : std::error_code(errno, asio::error::get_system_category());
-        return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
-      }
-      watcher.emplace(executor_, duplicate);
-    }
+    if (std::error_code ec = watch_duplicate(watcher, executor_, fd_))
+      return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
     watcher->async_wait(write ? asio::posix::stream_descriptor::wait_write : asio::posix::stream_descriptor::wait_read,
                         std::move(handler));
   }
@@ -173,6 +166,16 @@ class SocketStream final : public Connection {
 };
 
 }  // namespace
+
+std::error_code watch_duplicate(std::optional<asio::posix::stream_descriptor>& watcher,
+                                const asio::any_io_executor& executor, int fd) {
+  if (watcher) return {};
+  if (fd < 0) return asio::error::bad_descriptor;
+  const int duplicate = ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
+  if (duplicate < 0) return {errno, asio::error::get_system_category()};
+  watcher.emplace(executor, duplicate);
+  return {};
+}
 
 std::unique_ptr<Connection> make_socket_stream_from_fd(asio::any_io_executor executor, int fd,
                                                        std::string description) {

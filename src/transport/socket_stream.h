@@ -4,6 +4,7 @@
 
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 
 #include <asio.hpp>
@@ -18,6 +19,13 @@ std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string descri
 
 std::unique_ptr<Connection> make_socket_stream_from_fd(asio::any_io_executor executor, int fd,
                                                        std::string description);
+
+// Loop: registers a duplicate of fd with the loop as `watcher` on first use (asio owns and
+// closes the duplicate). Transports watch their descriptors this way, only while waiting: a
+// descriptor registered for good would wake the loop on every segment. On failure (no
+// descriptor left, fd already closed) watcher stays empty and the error says why.
+std::error_code watch_duplicate(std::optional<asio::posix::stream_descriptor>& watcher,
+                                const asio::any_io_executor& executor, int fd);
 
 template <class Socket>
 std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string description) {

@@ -1,7 +1,6 @@
 // ShmConnection: the byte stream over two shared-memory rings.
 #include "transport/shm/shm_connection.h"
 
-#include <fcntl.h>
 #include <poll.h>
 #include <sys/socket.h>
 #include <sys/uio.h>
@@ -11,6 +10,7 @@
 #include <future>
 #include <optional>
 
+#include "transport/socket_stream.h"
 #include "transport/thread_waker.h"
 
 namespace wcomm::transport::shm {
@@ -455,13 +455,9 @@ class ShmConnection final : public Connection {
     if (r == 0 || (r < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR)) peer_gone_ = true;
   }
 
-  // A duplicate of fd registered with the loop on first use (asio owns and closes it).
+  // A duplicate of fd registered with the loop on first use (watch_duplicate).
   bool watch(std::optional<asio::posix::stream_descriptor>& watcher, int fd) {
-    if (watcher) return true;
-    const int duplicate = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-    if (duplicate < 0) return false;
-    watcher.emplace(executor_, duplicate);
-    return true;
+    return !watch_duplicate(watcher, executor_, fd);
   }
 
   asio::any_io_executor executor_;

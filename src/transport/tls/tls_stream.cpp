@@ -8,7 +8,6 @@
 // or the loop's watch) happens with mu_ released.
 #include "transport/tls/tls_stream.h"
 
-#include <fcntl.h>
 #include <openssl/bio.h>
 #include <openssl/err.h>
 #include <openssl/ssl.h>
@@ -25,6 +24,7 @@
 #include <mutex>
 #include <optional>
 
+#include "transport/socket_stream.h"
 #include "transport/thread_waker.h"
 #include "transport/tls/tls_context.h"
 
@@ -369,20 +369,12 @@ class TlsStream final : public Connection {
           });
   }
 
-  // Loop: waits on a duplicate of the descriptor, registered only while waiting (as
-  // SocketStream does: a registered descriptor would wake the loop on every segment).
+  // Loop: waits on a duplicate of the descriptor, registered only while waiting
+  // (watch_duplicate).
   void watch(std::optional<asio::posix::stream_descriptor>& watcher, asio::posix::stream_descriptor::wait_type what,
              std::function<void(std::error_code)> handler) {
-    if (!watcher) {
-      const int fd = bio_state_.fd;
-      const int duplicate = fd < 0 ? -1 : ::fcntl(fd, F_DUPFD_CLOEXEC, 0);
-      if (duplicate < 0) {
-        std::error_code ec = fd < 0 ? std::error_code(asio::error::bad_descriptor)
-                                    : std::error_code(errno, asio::error::get_system_category());
-        return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
-      }
-      watcher.emplace(executor_, duplicate);
-    }
+    if (std::error_code ec = watch_duplicate(watcher, executor_, bio_state_.fd))
+      return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
     watcher->async_wait(what, std::move(handler));
   }
 
