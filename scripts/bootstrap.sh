@@ -13,7 +13,7 @@ packages=(
   libzmq3-dev cppzmq-dev libzstd-dev
   iperf3 iproute2 iputils-ping procps openssl
   openmpi-bin
-  clang-14 libclang-rt-14-dev
+  clang-16 libclang-rt-16-dev  # clang 16: _Float16 on x86 (14 lacks it)
   openssh-server openssh-client slurmctld slurmd slurm-client munge
 )
 

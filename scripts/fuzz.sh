@@ -1,22 +1,18 @@
 #!/usr/bin/env bash
-# Builds the libFuzzer targets (fuzz/) with clang in build-fuzz/ and runs each from its seed
-# corpus (fuzz/corpus/, made from the golden frames). Usage: scripts/fuzz.sh [short|long]
+# Builds the libFuzzer targets (fuzz/) with clang in build-asan/ (the clang ASan + UBSan build
+# that scripts/test.sh also runs the test suites in) and runs each from its seed corpus
+# (fuzz/corpus/, made from the golden frames). Usage: scripts/fuzz.sh [short|long]
 #   short (default): SECONDS_EACH (15) seconds per target, about a minute in all;
 #   long: at least 10^7 executions in all (4.5 million each for the header and manifest
 #         decoders, 500 000 each for the handshake and whole-connection targets).
-# A crash, leak or timeout fails the run and leaves the input in build-fuzz/artifacts/
+# A crash, leak or timeout fails the run and leaves the input in build-asan/artifacts/
 # (docs/testing.md says how to replay it).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
 mode=${1:-short}
-dir=build-fuzz
-generator=()
-command -v ninja >/dev/null && generator=(-G Ninja)
-CC=clang-14 CXX=clang++-14 cmake -S . -B "$dir" "${generator[@]}" -DCMAKE_BUILD_TYPE=Release -DCMAKE_CXX_FLAGS_RELEASE=-O1 \
-  -DWCOMM_FUZZ=ON -DBUILD_TESTING=OFF -DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}" >/dev/null
+dir=build-asan
 targets=(frame_header manifest handshake connection)
-cmake --build "$dir" -j "${WCOMM_JOBS:-2}" $(printf -- '--target fuzz_%s ' "${targets[@]}")
+bash scripts/build.sh "$dir" fuzz $(printf -- 'fuzz_%s ' "${targets[@]}")
 mkdir -p "$dir/artifacts"
 for t in "${targets[@]}"; do
   work="$dir/corpus/$t"  # what the fuzzer finds goes here; the seeds stay as committed

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every test: the C++ suites (ctest), the Python suite (pytest, when present), then the
 # same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer and under
-# ThreadSanitizer, then a short libFuzzer pass (scripts/fuzz.sh). Installs what it needs.
+# ThreadSanitizer, then a short libFuzzer pass (scripts/fuzz.sh, from the ASan build). Installs
+# what it needs.
 # WCOMM_SKIP_SANITIZERS=1 skips the sanitizer passes. WCOMM_LONG_TESTS=1 also fuzzes long
 # (at least 10^7 inputs). WCOMM_LONG_TESTS=1 makes the codec fuzz
 # long (400000 mutated frames from a fresh seed, printed; WCOMM_FUZZ_SEED=N replays one) and
@@ -32,8 +33,9 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
 fi
 
 if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
-  echo "== build (ASan + UBSan)"
-  bash scripts/build.sh build-asan address,undefined wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
+  # clang, with the libFuzzer targets: the fuzz pass below runs from this same build.
+  echo "== build (ASan + UBSan, clang)"
+  bash scripts/build.sh build-asan fuzz wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
     wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests
   echo "== ctest under ASan + UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \

@@ -18,7 +18,7 @@
 
 namespace wcomm::test {
 
-// A TCP port nobody listens on right now (the kernel's pick).
+// A TCP port nobody listens on right now (tests/support/free_port.h).
 using wcomm::testing::free_tcp_port;
 
 inline RendezvousSpec local_spec(int rank, int world, std::uint16_t port) {

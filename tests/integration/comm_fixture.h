@@ -1,4 +1,4 @@
-// Helpers for Comm integration tests: pairs of Comms on loopback with ephemeral ports, and a
+// Helpers for Comm integration tests: pairs of Comms on loopback on reserved ports, and a
 // raw TCP client for speaking (or breaking) the protocol by hand.
 #pragma once
 
@@ -16,38 +16,12 @@
 
 #include <gtest/gtest.h>
 
+#include "free_port.h"
 #include "wcomm/comm.h"
 
 namespace wcomm::testing {
 
 using namespace std::chrono_literals;
-
-// A loopback port held bound (SO_REUSEADDR, not listening) while this object lives. The
-// kernel then hands it to no outgoing connection as its local port, yet a Comm, which sets
-// SO_REUSEADDR too, can still listen on it: a port to name in a config before its node starts.
-class ReservedPort {
- public:
-  ReservedPort() {
-    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
-    int one = 1;
-    ::setsockopt(fd_, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    ::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr);
-    socklen_t len = sizeof addr;
-    ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len);
-    port_ = ntohs(addr.sin_port);
-  }
-  ~ReservedPort() { ::close(fd_); }
-  ReservedPort(const ReservedPort&) = delete;
-  ReservedPort& operator=(const ReservedPort&) = delete;
-  std::uint16_t port() const { return port_; }
-
- private:
-  int fd_ = -1;
-  std::uint16_t port_ = 0;
-};
 
 struct Pair {
   std::shared_ptr<Comm> a, b;

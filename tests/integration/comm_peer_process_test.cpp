@@ -168,11 +168,13 @@ TEST(CommPeerProcess, MessagesSentWhileAPeerRestartsAreDeliveredOrFailedCountedE
   auto down = a->recv(b, {.tag = 2});
   ASSERT_TRUE(peer.process().kill().has_value());
   ASSERT_FALSE(wait_result(std::move(down), 10s).ok());
-  // For a second the peer is down: each message waits for it until its own timeout (0.6 s),
-  // so the early ones fail and the later ones go out once it is back.
+  // For a second the peer is down: each message waits for it until its own timeout. The first
+  // half (0.6 s) surely fail; the second half (15 s, as a restart under load can take seconds)
+  // go out once it is back; which of them make it is counted exactly either way.
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < 50; ++i) {
-    sends.push_back(a->send(Value(i), b, {}, {.tag = 1, .timeout = 600ms}));
+    const auto timeout = i < 25 ? std::chrono::milliseconds(600) : std::chrono::milliseconds(15000);
+    sends.push_back(a->send(Value(i), b, {}, {.tag = 1, .timeout = timeout}));
     std::this_thread::sleep_for(20ms);
   }
   peer.start();

@@ -27,6 +27,8 @@
 #include <utility>
 #include <vector>
 
+#include "free_port.h"
+
 extern char** environ;
 
 namespace wcomm::testing {
@@ -65,33 +67,6 @@ inline std::string read_text_file(const std::filesystem::path& path) {
   return out.str();
 }
 
-// n distinct loopback TCP ports that were free a moment ago: all are bound at once (so they
-// differ) and released on return. Another process may grab one in between; tests accept that
-// small race, as every "pick a free port for a child process" scheme must.
-inline std::vector<std::uint16_t> free_tcp_ports(std::size_t n) {
-  std::vector<int> fds;
-  std::vector<std::uint16_t> ports;
-  for (std::size_t i = 0; i < n; ++i) {
-    int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-    sockaddr_in addr{};
-    addr.sin_family = AF_INET;
-    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-    addr.sin_port = 0;
-    socklen_t len = sizeof(addr);
-    if (fd < 0 || ::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof(addr)) != 0 ||
-        ::getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) != 0) {
-      for (int f : fds) ::close(f);
-      if (fd >= 0) ::close(fd);
-      throw std::runtime_error(std::string("free_tcp_ports: ") + std::strerror(errno));
-    }
-    fds.push_back(fd);
-    ports.push_back(ntohs(addr.sin_port));
-  }
-  for (int fd : fds) ::close(fd);
-  return ports;
-}
-
-inline std::uint16_t free_tcp_port() { return free_tcp_ports(1).front(); }
 
 // A child process whose stdout and stderr go to files (not pipes: a chatty child can never
 // block on a full pipe, and the output survives for the failure message). The destructor

@@ -13,11 +13,7 @@ import tempfile
 import time
 from typing import Dict, List, Optional
 
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+from helpers import free_port
 
 
 class Slurm:

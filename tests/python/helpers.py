@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import asyncio
 import os
+import random
 import socket
 import struct
 import subprocess
@@ -23,25 +24,42 @@ TEST_LIMIT_S = 60  # no test waits longer than this on anything
 _handed_out: set = set()
 
 
+def _bindable(*ports: int) -> bool:
+    """Whether each port can be bound exclusively now (nobody holds, listens on or lingers on it)."""
+    socks = []
+    try:
+        for port in ports:
+            s = socket.socket()
+            socks.append(s)
+            s.bind(("127.0.0.1", port))
+        return True
+    except OSError:
+        return False
+    finally:
+        for s in socks:
+            s.close()
+
+
 def free_port() -> int:
-    """A loopback port that was free a moment ago and was not handed out before in this process:
-    the kernel may give the same free port to two binds in a row (two nodes then clash)."""
-    while True:
-        with socket.socket() as s:
-            s.bind(("127.0.0.1", 0))
-            port = s.getsockname()[1]
-        if port not in _handed_out:
+    """A loopback port that was free a moment ago, never handed out before in this process, picked
+    at random below the kernel's ephemeral range (32768-60999): the kernel never gives such a port
+    to an outgoing connection, so it stays free for the node that binds it while parallel tests
+    connect (a port from bind(0) can be taken in that gap)."""
+    for port in random.sample(range(16384, 32768), 2000):
+        if port not in _handed_out and _bindable(port):
             _handed_out.add(port)
             return port
+    raise RuntimeError("no free loopback port between 16384 and 32767")
 
 
-def _port_is_free(port: int) -> bool:
-    with socket.socket() as s:
-        try:
-            s.bind(("127.0.0.1", port))
-        except OSError:
-            return False
-        return True
+def free_port_pair() -> int:
+    """P with P and P + 1 free (see free_port): under torchrun, rank 0's rendezvous listens on
+    MASTER_PORT + 1."""
+    for port in random.sample(range(16384, 32766, 2), 2000):
+        if port not in _handed_out and port + 1 not in _handed_out and _bindable(port, port + 1):
+            _handed_out.update((port, port + 1))
+            return port
+    raise RuntimeError("no two free loopback ports in a row between 16384 and 32767")
 
 
 def run(coro: Awaitable[Any], timeout: float = TEST_LIMIT_S) -> Any:
@@ -160,7 +178,7 @@ def write_node_pair(directory: str) -> Tuple[str, str]:
     and neither node's port is the other's + 1."""
     while True:
         pa, pb = free_port(), free_port()
-        if abs(pa - pb) > 1 and _port_is_free(pa + 1) and _port_is_free(pb + 1):
+        if abs(pa - pb) > 1 and _bindable(pa + 1) and _bindable(pb + 1):
             break
     a, b = os.path.join(directory, "node-a.yaml"), os.path.join(directory, "node-b.yaml")
     with open(a, "w") as f:

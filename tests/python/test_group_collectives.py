@@ -3,23 +3,17 @@ place, against numpy references; asyncio (await group.allreduce(t)) and blocking
 input fails every rank."""
 
 import asyncio
-import socket
 
 import numpy as np
 import pytest
 import torch
 
+from helpers import free_port
 from wireless_comm import CollectiveError, Group, OperationTimeoutError
 
 NP_DTYPES = [np.float16, np.float32, np.float64, np.int8, np.int32, np.int64, np.uint8]
 OPS = {"sum": np.add, "prod": np.multiply, "min": np.minimum, "max": np.maximum,
        "xor": np.bitwise_xor, "and": np.bitwise_and, "or": np.bitwise_or}
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 async def make_world(world, **kwargs):

@@ -2,37 +2,17 @@
 wireless_comm.Group from the launcher's environment."""
 
 import os
-import random
 import re
 import shutil
-import socket
 import subprocess
 import sys
 
 import pytest
 
+from helpers import free_port, free_port_pair
+
 HERE = os.path.dirname(os.path.abspath(__file__))
 RANK_MAIN = os.path.join(HERE, "group_rank_main.py")
-
-
-def free_port():
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
-def free_port_pair():
-    """P with P and P + 1 free, below the kernel's ephemeral range: under torchrun, rank 0's
-    rendezvous listens on MASTER_PORT + 1, and an ephemeral P + 1 can be taken by any connect."""
-    for port in random.sample(range(20000, 30000, 2), 200):
-        with socket.socket() as a, socket.socket() as b:
-            try:
-                a.bind(("127.0.0.1", port))
-                b.bind(("127.0.0.1", port + 1))
-            except OSError:
-                continue
-            return port
-    raise RuntimeError("no two free ports in a row between 20000 and 30000")
 
 
 def check(out, world, source):
