@@ -23,9 +23,19 @@ flags+=(-DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}")
 [ -n "$sanitize" ] && flags+=(-DCMAKE_CXX_FLAGS_RELEASE="-O1")
 # "fuzz": clang (libFuzzer is clang's), which also compiles ASan + UBSan builds in about 0.6x
 # of gcc's time; the test suites and the fuzzers then share one instrumented build.
+cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
 if [ "$sanitize" = fuzz ]; then
   sanitize=address,undefined
-  flags+=(-DWCOMM_FUZZ=ON -DCMAKE_C_COMPILER=clang-16 -DCMAKE_CXX_COMPILER=clang++-16)
+  flags+=(-DWCOMM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-16)
+  want_clang=1
+else
+  want_clang=0
 fi
+# A build directory keeps its compiler (CMake forgets the other settings when it changes): one
+# configured with the other compiler is started afresh.
+case "$cached" in
+  *clang++-16) [ $want_clang = 1 ] || [ -n "${CXX:-}" ] || rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" ;;
+  ?*) [ $want_clang = 0 ] || rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" ;;
+esac
 cmake -S . -B "$dir" "${generator[@]}" "${flags[@]}" -DWCOMM_SANITIZE="$sanitize" >/dev/null
 cmake --build "$dir" -j "${WCOMM_JOBS:-2}" "${targets[@]}"

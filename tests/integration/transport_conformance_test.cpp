@@ -19,18 +19,22 @@
 namespace wcomm::testing {
 namespace {
 
-// Where a test node of each transport listens: a free address, named before the node starts.
+// Where a test node of each transport listens: a free address, named before the node starts;
+// and the peers' `transport`, so that `auto` does not upgrade a same-host TCP pair to shm.
 struct TransportCase {
   const char* name;
+  const char* transport;
   std::function<Address(const std::string& dir, const std::string& node)> address;
 };
 
 const TransportCase kTransports[] = {
-    {"tcp", [](const std::string&, const std::string&) { return Address::tcp("127.0.0.1", ReservedPort().port()); }},
-    {"unix", [](const std::string& dir, const std::string& node) { return Address::parse("unix://" + dir + "/" + node); }},
-    {"unix_abstract",
+    {"tcp", "tcp", [](const std::string&, const std::string&) { return Address::tcp("127.0.0.1", ReservedPort().port()); }},
+    {"unix", "unix",
+     [](const std::string& dir, const std::string& node) { return Address::parse("unix://" + dir + "/" + node); }},
+    {"unix_abstract", "unix",
      [](const std::string& dir, const std::string& node) { return Address::parse("unix://@" + dir + "/" + node); }},
-    {"shm", [](const std::string& dir, const std::string& node) { return Address::parse("shm://@" + dir + "/" + node); }},
+    {"shm", "shm",
+     [](const std::string& dir, const std::string& node) { return Address::parse("shm://@" + dir + "/" + node); }},
 };
 
 // A raw byte stream over wcomm's own transport seam, for transports whose bytes do not go
@@ -137,6 +141,7 @@ class Conformance : public ::testing::TestWithParam<TransportCase> {
     dir_ = pattern;
     peer_a_ = {"node-a", "", 0, {GetParam().address(dir_, "a")}};
     peer_b_ = {"node-b", "", 0, {GetParam().address(dir_, "b")}};
+    peer_a_.transport = peer_b_.transport = GetParam().transport;
   }
   void TearDown() override {
     a_.reset();
@@ -156,6 +161,15 @@ class Conformance : public ::testing::TestWithParam<TransportCase> {
   Peer peer_a_, peer_b_;
   std::shared_ptr<Comm> a_, b_;
 };
+
+// Each case runs over its own transport: a same-host TCP pair is not upgraded to shm here.
+TEST_P(Conformance, RunsOverItsOwnTransport) {
+  start_both();
+  wait_value(a_->send(Value("hello"), b_from_a()));
+  EXPECT_EQ(wait_value(b_->recv(a_from_b())).value, Value("hello"));
+  EXPECT_EQ(a_->stats().peers.at("node-b").transport, GetParam().transport);
+  EXPECT_EQ(b_->stats().peers.at("node-a").transport, GetParam().transport);
+}
 
 TEST_P(Conformance, PerTagOrderIsKept) {
   start_both();
