@@ -152,6 +152,15 @@ class Comm {
   // had already arrived is copied into them (counted in stats().bytes_copied).
   Future<Received> recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options = {});
 
+  // Ends every connection to peer now, as a lost connection ends: a frame being written on
+  // one fails its send (as do sends written there that await their ACK), and a frame being
+  // read on one into a recv_into fails that recv, with ConnectionClosedError saying `reason`;
+  // neither touches its memory afterwards. Sends not yet started and recvs nothing is being
+  // read into are kept for the next connection (the next send dials one; the peer sees its
+  // connection lost). Returns at once: the loop does it. For a caller that gave up on a
+  // transfer that does not end (a failed collective call whose peer stalls mid-frame).
+  void drop_connections(const Peer& peer, const std::string& reason);
+
   // Types the codec accepts for Record and Custom values (both directions).
   void register_record(const std::string& type_id, std::uint32_t version = 1);
   void register_custom(const std::string& type_id, std::uint32_t version = 1);

@@ -435,6 +435,13 @@ Future<Received> Comm::recv_into(const Peer& peer, std::vector<Tensor> into, Com
   return submit_recv(impl_, peer, std::move(into), options);
 }
 
+void Comm::drop_connections(const Peer& peer, const std::string& reason) {
+  PeerState* state = impl_->find_peer(peer.node_id);
+  if (!state) return;
+  // Not posted once the loop has finished: Comm::close ended every connection already.
+  impl_->post([state, reason] { state->drop_connections(Error{ErrorCode::kConnectionClosed, reason}); });
+}
+
 void Comm::register_record(const std::string& type_id, std::uint32_t version) {
   std::unique_lock lock(impl_->codec_mutex);
   impl_->registry.add(TypeRegistry::Kind::kRecord, type_id, version);

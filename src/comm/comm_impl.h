@@ -260,6 +260,8 @@ class PeerState {
 
   void add_connection(std::shared_ptr<Connection> connection);
   void on_connection_lost(Connection& connection, const Error& error, bool local);
+  // Loop: ends every established connection (Comm::drop_connections), as a local failure.
+  void drop_connections(const Error& error);
   // A decoded message from one of this peer's connections, read on the loop or not (then
   // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner).
   void deliver(std::uint32_t tag, Received message, bool by_loop, Later& later);

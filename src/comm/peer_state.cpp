@@ -550,6 +550,13 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   pump();
 }
 
+void PeerState::drop_connections(const Error& error) {
+  // Local: recvs nothing is being read into wait on (for the next connection); a frame being
+  // read is abandoned, its recv_into failed, once its reader has let go (ReadOwner::close).
+  auto connections = connections_;  // fail() takes each out of connections_
+  for (auto& connection : connections) connection->fail(error, /*local=*/true);
+}
+
 void PeerState::close_all(const Error& error) {
   if (closing()) return;
   disable_inline();

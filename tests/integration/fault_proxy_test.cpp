@@ -158,6 +158,40 @@ TEST(FaultProxy, AResetAfterKBytesCutsAFrameInTheMiddle) {
   EXPECT_EQ(c.bytes_to_target, before + 1000);
 }
 
+TEST(FaultProxy, DropConnectionsEndsARecvIntoItsFrameIsBeingReadAndTheNextSendReconnects) {
+  // A frame being read into a recv_into cannot be cancelled (it owns the memory); ending the
+  // connection is what stops it. Afterwards nothing writes the tensor.
+  auto p = make_proxied();
+  warm_up(p);
+  constexpr std::int64_t kSize = 2 << 20;
+  Tensor into = Tensor::zeros(DType::kUInt8, {kSize});
+  auto receiving = p.b->recv_into(p.a_seen_by_b(), {into});
+  p.proxy->set_bandwidth(Direction::kToTarget, 1u << 20);  // two seconds
+  Tensor sent = Tensor::empty(DType::kUInt8, {kSize});
+  std::memset(sent.data(), 7, kSize);
+  auto sending = p.a->send(Value(sent), p.b_seen_by_a());
+  ASSERT_TRUE(p.proxy->wait_until([](const FaultProxyCounters& c) { return c.bytes_to_target > (256u << 10); }, 5000ms));
+  receiving.cancel();  // too late: the frame has claimed it
+  const auto start = Clock::now();
+  p.b->drop_connections(p.a_seen_by_b(), "dropped by the test");
+  auto r = wait_result(std::move(receiving), 5s);
+  EXPECT_LT(seconds_since(start), 1.0);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed) << r.error().message;
+  EXPECT_NE(r.error().message.find("dropped by the test"), std::string::npos) << r.error().message;
+  std::vector<std::uint8_t> seen(into.data(), into.data() + kSize);
+  std::this_thread::sleep_for(200ms);
+  EXPECT_EQ(std::memcmp(seen.data(), into.data(), kSize), 0) << "the tensor was written after its recv_into ended";
+  EXPECT_FALSE(wait_result(std::move(sending), 5s).ok());  // its connection ended under it
+  // The peer goes on: the next send dials again (one retry, as after a reset: a send may race
+  // node-a's loop seeing the end).
+  p.proxy->heal();
+  auto again = wait_result(p.a->send(Value("after drop"), p.b_seen_by_a()), 5s);
+  if (!again.ok()) again = wait_result(p.a->send(Value("after drop"), p.b_seen_by_a()), 5s);
+  ASSERT_TRUE(again.ok()) << again.error().message;
+  EXPECT_EQ(wait_value(p.b->recv(p.a_seen_by_b()), 5s).value, Value("after drop"));
+}
+
 TEST(FaultProxy, ABlackHoleLeavesARecvTimingOut) {
   auto p = make_proxied();
   warm_up(p);
