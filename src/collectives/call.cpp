@@ -2,6 +2,7 @@
 #include "collectives/call.h"
 
 #include <algorithm>
+#include <type_traits>
 
 namespace wcomm {
 
@@ -9,6 +10,7 @@ Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_c
     : group(g), what(std::move(w)), collective(is_collective) {
   Seconds timeout = options.timeout.value_or(group.options_.timeout);
   if (!(timeout.count() > 0)) throw InvalidArgumentError(what + ": the timeout must be positive");
+  timeout_ = timeout;
   deadline = timeout.count() > 1e9 ? Clock::time_point::max()
                                    : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
   {
@@ -30,8 +32,43 @@ Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_c
 
 Group::Call::~Call() {
   if (!collective) return;
+  if (std::uncaught_exceptions() > uncaught_) settle();
   std::lock_guard lock(group.fail_->mu);
   group.fail_->cancel_ops.clear();
+}
+
+// A failed call's operations may still use the caller's tensors: a send being written reads
+// them (tensors are sent from their own memory), and a recv_into whose frame is being read
+// writes them (a frame claims its recv_into when it starts; a cancel no longer takes it
+// back). So the call does not throw until every one has ended. By now they are cancelled and
+// the other ranks told (fail() sends the aborts before it throws), so this is short: a queued
+// send, or a recv nothing is being read into, ends at the cancel; a send being written ends
+// its connection; a frame being read ends whole, or when its sender, told by the abort,
+// cancels it (which ends the connection), or when the connection fails (a dead peer: after
+// 3 heartbeat intervals). Past a bound (the call's timeout, within 1..10 s) the connections to
+// the ranks whose operations are still going are ended here (Comm::drop_connections), which
+// ends those operations at once; only then does the call throw.
+void Group::Call::settle() noexcept {
+  for (auto& [rank, f] : sends_) f.cancel();  // again: an exception other than ours skipped fail()
+  for (auto& [rank, f] : recvs_) f.cancel();
+  const Seconds bound = std::clamp(timeout_, Seconds(1), Seconds(10));
+  const Clock::time_point until = Clock::now() + std::chrono::duration_cast<Clock::duration>(bound);
+  std::vector<int> going;  // ranks whose operations outlived the bound
+  auto wait_until = [&](auto& operations) {
+    for (auto& [rank, f] : operations)
+      if (!f.ready() && !f.wait_for(std::max(Clock::duration::zero(), until - Clock::now()))) going.push_back(rank);
+  };
+  wait_until(sends_);
+  wait_until(recvs_);
+  if (going.empty()) return;
+  std::sort(going.begin(), going.end());
+  going.erase(std::unique(going.begin(), going.end()), going.end());
+  for (int rank : going)
+    group.comm_->drop_connections(*group.peers_[rank], what + " #" + std::to_string(seq) + " failed and rank " +
+                                                           std::to_string(rank) + "'s transfer did not end within " +
+                                                           std::to_string(static_cast<int>(bound.count())) + " s");
+  for (auto& [rank, f] : sends_) f.wait();  // each ends with its connection
+  for (auto& [rank, f] : recvs_) f.wait();
 }
 
 std::uint32_t Group::Call::tag(std::uint32_t step) const {
@@ -45,8 +82,9 @@ std::optional<Seconds> Group::Call::remaining() const {
 }
 
 template <class T>
-void Group::Call::track(Future<T>& f) {
+void Group::Call::track(Future<T>& f, int rank) {
   if (!collective) return;  // a send / recv by rank may run beside a collective: not its to cancel
+  if constexpr (std::is_same_v<T, SendResult>) sends_.emplace_back(rank, f); else recvs_.emplace_back(rank, f);
   bool aborted;
   {
     std::lock_guard lock(group.fail_->mu);
@@ -63,19 +101,19 @@ Future<SendResult> Group::Call::send(int rank, const Tensor& tensor, std::uint32
 Future<SendResult> Group::Call::send_value(int rank, Value value, std::uint32_t step) {
   auto f = group.comm_->send(std::move(value), *group.peers_[rank], collective ? signature_ : Value(),
                              {.tag = tag(step), .timeout = remaining()});
-  track(f);
+  track(f, rank);
   return f;
 }
 
 Future<Received> Group::Call::recv_into(int rank, const Tensor& into, std::uint32_t step) {
   auto f = group.comm_->recv_into(*group.peers_[rank], {into}, {.tag = tag(step), .timeout = remaining()});
-  track(f);
+  track(f, rank);
   return f;
 }
 
 Future<Received> Group::Call::recv(int rank, std::uint32_t step) {
   auto f = group.comm_->recv(*group.peers_[rank], {.tag = tag(step), .timeout = remaining()});
-  track(f);
+  track(f, rank);
   return f;
 }
 

@@ -1,15 +1,17 @@
 // One collective call in progress: its deadline, its tag block, the Comm operations it has in
-// flight (so an abort from another rank can cancel them), and the conversion of any failure
-// into the CollectiveError every rank reports.
+// flight (so an abort from another rank can cancel them, and a failed call can wait for them
+// to end), and the conversion of any failure into the CollectiveError every rank reports.
 #pragma once
 
 #include <chrono>
 #include <condition_variable>
 #include <cstdint>
+#include <exception>
 #include <functional>
 #include <mutex>
 #include <optional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "wcomm/collectives/group.h"
@@ -39,6 +41,8 @@ struct Group::Call {
   // Starts a call named `what` (e.g. "allreduce(sum, float32 x 1000)"): fails at once if the
   // group is already broken.
   Call(Group& group, std::string what, const CallOptions& options, bool collective);
+  // A call left by an exception first waits for every operation it started (settle()): they
+  // read and write the caller's tensors, which the caller may free once the call has thrown.
   ~Call();
 
   // The tag of step `step` of this call (collective) or the p2p tag.
@@ -75,9 +79,16 @@ struct Group::Call {
 
  private:
   template <class T>
-  void track(Future<T>& f);
+  void track(Future<T>& f, int rank);
   void check_signature(const Received& got, int rank);
+  // Cancels what this call started and waits until all of it has ended (see call.cpp).
+  void settle() noexcept;
   Value signature_;
+  Seconds timeout_;
+  // The collective operations this call started, with their rank, for settle().
+  std::vector<std::pair<int, Future<SendResult>>> sends_;
+  std::vector<std::pair<int, Future<Received>>> recvs_;
+  int uncaught_ = std::uncaught_exceptions();  // more in ~Call: left by an exception
 };
 
 }  // namespace wcomm

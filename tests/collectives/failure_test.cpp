@@ -7,10 +7,14 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <sstream>
 
+#include "collectives/call.h"
+#include "fault_proxy.h"
 #include "world.h"
 
 namespace wcomm::test {
@@ -151,6 +155,102 @@ TEST(GroupFailure, StalledRankMakesEveryRankTimeOut) {
     EXPECT_GE(out[r].rank, 0) << out[r].message;
     EXPECT_EQ(out[r].code, static_cast<int>(ErrorCode::kOperationTimeout)) << out[r].message;
   }
+}
+
+// A failed call must not return while a transfer it started still uses the caller's tensor.
+// Rank 0 is a real Group; ranks 1 and 2 are bare Comms that play their part by hand (they
+// never cancel anything: a bare Comm ignores aborts). Rank 2 (rank 0's ring predecessor in
+// allgather) sends the second segment of its block first, through a proxy capped at 1 MiB/s:
+// its frame claims rank 0's recv_into of that segment, which writes straight into rank 0's
+// output for a second. Meanwhile rank 1 sends rank 0 an abort, so rank 0's call fails while
+// that frame is still coming. Once the call has thrown, the output must stay as it is (the
+// caller may free it). stall: the proxy then stops the frame for good; the call gives up on
+// it after its bound (the call's timeout, 2 s here) by ending the connection.
+struct AbortMidFrame {
+  double threw_after_abort = -1;  // s from the abort to the throw
+  std::size_t changed_after_throw = 0;  // bytes of the output that changed in the 200 ms after
+  Outcome outcome;
+};
+
+AbortMidFrame abort_rank_0_mid_frame(bool stall) {
+  constexpr std::int64_t kN = 512 << 10;  // floats per rank: two 1 MiB segments
+  auto ports = wcomm::testing::free_tcp_ports(3);
+  wcomm::testing::FaultProxy to_0(ports[0]);  // rank 2 reaches rank 0 through it
+  CommConfig config;
+  config.transport = "tcp";  // through the proxy, not a same-host path around it
+  auto peer = [&](int k) { return Peer{"rank-" + std::to_string(k), "127.0.0.1", ports[k]}; };
+  Peer rank_0_via_proxy{"rank-0", "127.0.0.1", to_0.port()};
+  auto c2 = Comm::create({peer(2), {rank_0_via_proxy, peer(1)}, "127.0.0.1", config});
+  auto c1 = Comm::create({peer(1), {peer(0), peer(2)}, "127.0.0.1", config});
+  auto c0 = Comm::create({peer(0), {peer(1), peer(2)}, "127.0.0.1", config});
+  GroupOptions options;
+  options.segment_bytes = 1 << 20;
+  Group g0(c0, 0, 3, options);
+
+  std::vector<float> in(kN, 1.0f), out(3 * kN, 0.0f);
+  AbortMidFrame result;
+  std::atomic<bool> thrown{false};
+  Clock::time_point threw_at;
+  std::thread rank_0([&] {
+    try {
+      g0.allgather(Tensor::borrow(in.data(), DType::kFloat32, {kN}), Tensor::borrow(out.data(), DType::kFloat32, {3 * kN}),
+                   {.timeout = Seconds(stall ? 2 : 30)});
+    } catch (const CollectiveError& e) {
+      threw_at = Clock::now();
+      result.outcome = {true, static_cast<int>(e.code()), e.rank(), e.what()};
+    }
+    thrown = true;
+    std::vector<float> seen = out;  // what the caller has once the call is over
+    std::this_thread::sleep_for(std::chrono::milliseconds(200));
+    for (std::size_t i = 0; i < out.size(); ++i) result.changed_after_throw += seen[i] != out[i] ? 4 : 0;
+  });
+
+  // Rank 0 posts its recv_intos right after its first sends to rank 1.
+  auto first = c1->recv(c1->peer("rank-0"), {.tag = kCollectiveTagBase | 0u, .timeout = Seconds(10)}).wait();
+  EXPECT_TRUE(first.ok()) << first.error().message;
+  std::this_thread::sleep_for(std::chrono::milliseconds(50));
+  // Rank 2's block, segment 1 (tag step 1), ahead of segment 0.
+  const Value signature = Dict{{"wcomm_group", "allgather(float32 x " + std::to_string(kN) + ") #0"}};
+  std::vector<float> segment(kN / 2, 7.0f);
+  to_0.set_bandwidth(wcomm::testing::Direction::kToTarget, 1 << 20);
+  auto sending = c2->send(Value(Tensor::borrow(segment.data(), DType::kFloat32, {kN / 2})), c2->peer("rank-0"), signature,
+                          {.tag = kCollectiveTagBase | 1u});
+  EXPECT_TRUE(to_0.wait_until([](const wcomm::testing::FaultProxyCounters& c) { return c.bytes_to_target > (256u << 10); },
+                              std::chrono::seconds(10)));
+  if (stall) to_0.set_stall(wcomm::testing::Direction::kToTarget, true);
+  Dict abort{{"rank", 1}, {"code", static_cast<int>(ErrorCode::kInvalidArgument)}, {"message", "rank 1 gives up"},
+             {"seq", 0}};
+  auto aborted_at = Clock::now();
+  (void)c1->send(Value(abort), c1->peer("rank-0"), {}, {.tag = kAbortTag}).wait();
+  rank_0.join();
+  EXPECT_TRUE(thrown.load());
+  if (result.outcome.failed) result.threw_after_abort = std::chrono::duration<double>(threw_at - aborted_at).count();
+  to_0.heal();
+  c2->close();
+  c1->close();
+  c0->close();
+  return result;
+}
+
+TEST(GroupFailure, AFailedCallReturnsOnlyOnceAFrameBeingReadIntoItsTensorHasEnded) {
+  AbortMidFrame r = abort_rank_0_mid_frame(/*stall=*/false);
+  ASSERT_TRUE(r.outcome.failed);
+  EXPECT_EQ(r.outcome.rank, 1) << r.outcome.message;
+  EXPECT_EQ(r.outcome.code, static_cast<int>(ErrorCode::kInvalidArgument)) << r.outcome.message;
+  EXPECT_EQ(r.changed_after_throw, 0u) << "the output was written after the call threw";
+  // The rest of the frame (about 3/4 MiB at 1 MiB/s) came first.
+  EXPECT_GT(r.threw_after_abort, 0.3);
+  EXPECT_LT(r.threw_after_abort, 10.0);
+}
+
+TEST(GroupFailure, AFailedCallEndsAStalledFrameBeingReadIntoItsTensorAfterItsBound) {
+  AbortMidFrame r = abort_rank_0_mid_frame(/*stall=*/true);
+  ASSERT_TRUE(r.outcome.failed);
+  EXPECT_EQ(r.outcome.rank, 1) << r.outcome.message;
+  EXPECT_EQ(r.changed_after_throw, 0u) << "the output was written after the call threw";
+  // The bound is the call's timeout (2 s); heartbeats would take 6 s.
+  EXPECT_GT(r.threw_after_abort, 1.5);
+  EXPECT_LT(r.threw_after_abort, 5.5);
 }
 
 // A rank process SIGKILLed while every rank loops over 8 MiB allreduces: every other rank's
