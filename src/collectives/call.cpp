@@ -4,6 +4,8 @@
 #include <algorithm>
 #include <type_traits>
 
+#include <spdlog/spdlog.h>
+
 namespace wcomm {
 
 Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_collective)
@@ -47,7 +49,8 @@ Group::Call::~Call() {
 // cancels it (which ends the connection), or when the connection fails (a dead peer: after
 // 3 heartbeat intervals). Past a bound (the call's timeout, within 1..10 s) the connections to
 // the ranks whose operations are still going are ended here (Comm::drop_connections), which
-// ends those operations at once; only then does the call throw.
+// ends those operations at once; only then does the call throw (after at most 5 s more, with
+// an error logged, should one still not have ended).
 void Group::Call::settle() noexcept {
   for (auto& [rank, f] : sends_) f.cancel();  // again: an exception other than ours skipped fail()
   for (auto& [rank, f] : recvs_) f.cancel();
@@ -67,8 +70,20 @@ void Group::Call::settle() noexcept {
     group.comm_->drop_connections(*group.peers_[rank], what + " #" + std::to_string(seq) + " failed and rank " +
                                                            std::to_string(rank) + "'s transfer did not end within " +
                                                            std::to_string(static_cast<int>(bound.count())) + " s");
-  for (auto& [rank, f] : sends_) f.wait();  // each ends with its connection
-  for (auto& [rank, f] : recvs_) f.wait();
+  // Each ends with its connection, at once. Still bounded: a Comm that fails to end one must
+  // not hang the caller for ever; that is logged, since the tensor may still be in use.
+  const Clock::time_point last = Clock::now() + std::chrono::seconds(5);
+  std::size_t left = 0;
+  auto wait_last = [&](auto& operations) {
+    for (auto& [rank, f] : operations)
+      if (!f.ready() && !f.wait_for(std::max(Clock::duration::zero(), last - Clock::now()))) ++left;
+  };
+  wait_last(sends_);
+  wait_last(recvs_);
+  if (left)
+    spdlog::error("wcomm: {} #{} failed and {} of its sends / receives did not end even after their connections "
+                  "were ended; their tensors may still be in use",
+                  what, seq, left);
 }
 
 std::uint32_t Group::Call::tag(std::uint32_t step) const {
