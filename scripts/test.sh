@@ -47,8 +47,8 @@ if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   supp="$PWD/tests/tsan.supp"  # third-party code only, each with the reason
   # Still reported under TSan, not fixed yet (docs/testing.md, "ThreadSanitizer"): left out
   # here so that a new race elsewhere fails the pass.
-  tsan_known='transfer\.Agent\.AutoFallsBackToTcpOverTheAgentsComm|SixtyFourConcurrentMixedSizeTransfersAllCorrect/ucx'
-  tsan_known+='|PublishedItemLandsInTheConsumersBlocks/ucx|MeshStall\.OutboxCompletes/zmq'
+  tsan_known='SixtyFourConcurrentMixedSizeTransfersAllCorrect/ucx|PublishedItemLandsInTheConsumersBlocks/ucx'
+  tsan_known+='|MeshStall\.OutboxCompletes/zmq'
   # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm) intercept madvise in exiting threads, after
   # TSan has let go of them, and crash the transfer tests; wcomm needs no UCX memory events.
   (cd build-tsan && UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$supp" \

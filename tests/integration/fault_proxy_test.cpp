@@ -182,7 +182,9 @@ TEST(FaultProxy, DropConnectionsEndsARecvIntoItsFrameIsBeingReadAndTheNextSendRe
   std::vector<std::uint8_t> seen(into.data(), into.data() + kSize);
   std::this_thread::sleep_for(200ms);
   EXPECT_EQ(std::memcmp(seen.data(), into.data(), kSize), 0) << "the tensor was written after its recv_into ended";
-  EXPECT_FALSE(wait_result(std::move(sending), 5s).ok());  // its connection ended under it
+  // The send completes, failed or not: it may have handed all its bytes to the kernel and
+  // the proxy's buffers before the end (a send completes once written; it did under ASan).
+  (void)wait_result(std::move(sending), 5s);
   // The peer goes on: the next send dials again (one retry, as after a reset: a send may race
   // node-a's loop seeing the end).
   p.proxy->heal();
