@@ -146,11 +146,14 @@ struct Pair {
   std::shared_ptr<Comm> responder;
 };
 
-// node-b listens on an ephemeral port; node-a dials it. node-b's entry for node-a is never
-// dialed (the responder answers on the initiator's connection), so its port is a placeholder.
+// node-b listens on a reserved port whose next one is free too (the responder's load server
+// listens there); node-a dials it. node-b's entry for node-a is never dialed (the responder
+// answers on the initiator's connection), so its port is a placeholder.
 Pair make_pair() {
   Pair p;
-  p.responder = Comm::create(CommSpec{{"node-b", "127.0.0.1", 0}, {{"node-a", "127.0.0.1", 1}}, "", {}});
+  testing::ReservedPort port_and_load_port(2);
+  p.responder =
+      Comm::create(CommSpec{{"node-b", "127.0.0.1", port_and_load_port.port()}, {{"node-a", "127.0.0.1", 1}}, "", {}});
   p.initiator =
       Comm::create(CommSpec{{"node-a", "127.0.0.1", 0}, {{"node-b", "127.0.0.1", p.responder->port()}}, "", {}});
   return p;

@@ -11,6 +11,7 @@
 #include "bench/initiator.h"
 #include "bench/responder.h"
 #include "bench/settings.h"
+#include "free_port.h"
 
 namespace wcomm::bench {
 namespace {
@@ -45,7 +46,9 @@ TEST(BenchTensorBackground, PingsRunOverTheConnectionTheTensorsLoad) {
   CommConfig config;
   config.transport = "tcp";
   config.chunk_bytes = 64 << 10;
-  auto responder = Comm::create(CommSpec{{"node-b", "127.0.0.1", 0}, {{"node-a", "127.0.0.1", 1}}, "", config});
+  wcomm::testing::ReservedPort port_and_load_port(2);  // the responder's load server takes port + 1
+  auto responder = Comm::create(
+      CommSpec{{"node-b", "127.0.0.1", port_and_load_port.port()}, {{"node-a", "127.0.0.1", 1}}, "", config});
   auto initiator =
       Comm::create(CommSpec{{"node-a", "127.0.0.1", 0}, {{"node-b", "127.0.0.1", responder->port()}}, "", config});
   json responder_report;

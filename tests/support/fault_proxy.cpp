@@ -23,6 +23,8 @@
 #include <stdexcept>
 #include <vector>
 
+#include "free_port.h"
+
 namespace wcomm::testing {
 
 namespace {
@@ -429,7 +431,13 @@ FaultProxy::FaultProxy(std::uint16_t target_port, std::string target_host, std::
   if (::inet_pton(AF_INET, target_host.c_str(), &loop->target.sin_addr) != 1) {
     throw std::runtime_error("FaultProxy: the target host must be an IPv4 address, not '" + target_host + "'");
   }
-  loop->listen_fd = open_listener(listen_port);
+  {
+    // 0: a port below the ephemeral range (free_port.h), so that after a "refuse" the proxy
+    // can listen on it again without a parallel test's connection having taken it.
+    std::optional<ReservedPort> reserved;
+    if (listen_port == 0) listen_port = reserved.emplace().port();
+    loop->listen_fd = open_listener(listen_port);
+  }
   if (loop->listen_fd < 0) throw sys_error("listen on 127.0.0.1:" + std::to_string(listen_port));
   sockaddr_in addr{};
   socklen_t len = sizeof addr;

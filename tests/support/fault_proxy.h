@@ -69,7 +69,7 @@ struct FaultProxyCounters {
 
 class FaultProxy {
  public:
-  // Listens on 127.0.0.1:listen_port (0: ephemeral) and forwards to target_host:target_port
+  // Listens on 127.0.0.1:listen_port (0: a free one, free_port.h) and forwards to target_host:target_port
   // (an IPv4 address). Throws std::runtime_error if it cannot listen.
   explicit FaultProxy(std::uint16_t target_port, std::string target_host = "127.0.0.1",
                       std::uint16_t listen_port = 0);

@@ -23,34 +23,53 @@ namespace wcomm::testing {
 // has in TIME_WAIT is never handed out.
 class ReservedPort {
  public:
-  ReservedPort() {
+  // consecutive > 1 holds that many ports in a row (port() is the first): a benchmark
+  // responder also listens on its port + 1 (V0.1's load port).
+  explicit ReservedPort(int consecutive = 1) {
     static thread_local std::mt19937 random{std::random_device{}()};
-    std::uniform_int_distribution<int> below_ephemeral(16384, 32767);
-    for (int attempt = 0; attempt < 1000 && fd_ < 0; ++attempt) {
-      const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-      if (fd < 0) break;
-      sockaddr_in addr{};
-      addr.sin_family = AF_INET;
-      addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-      addr.sin_port = htons(static_cast<std::uint16_t>(below_ephemeral(random)));
-      if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
-        ::close(fd);
-        continue;
+    std::uniform_int_distribution<int> below_ephemeral(16384, 32767 - consecutive);
+    for (int attempt = 0; attempt < 1000 && fds_.empty(); ++attempt) {
+      const int first = below_ephemeral(random);
+      for (int k = 0; k < consecutive; ++k) {
+        const int fd = bind_exclusively(static_cast<std::uint16_t>(first + k));
+        if (fd < 0) break;
+        fds_.push_back(fd);
       }
-      int one = 1;  // from now on a node's own bind (with SO_REUSEADDR) may share the port
-      ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-      fd_ = fd;
-      port_ = ntohs(addr.sin_port);
+      if (static_cast<int>(fds_.size()) == consecutive) {
+        port_ = static_cast<std::uint16_t>(first);
+      } else {
+        release();
+      }
     }
-    if (fd_ < 0) throw std::runtime_error("ReservedPort: no free loopback port below the ephemeral range");
+    if (fds_.empty()) throw std::runtime_error("ReservedPort: no free loopback port below the ephemeral range");
   }
-  ~ReservedPort() { ::close(fd_); }
+  ~ReservedPort() { release(); }
   ReservedPort(const ReservedPort&) = delete;
   ReservedPort& operator=(const ReservedPort&) = delete;
   std::uint16_t port() const { return port_; }
 
  private:
-  int fd_ = -1;
+  static int bind_exclusively(std::uint16_t port) {
+    const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    if (fd < 0) return -1;
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    addr.sin_port = htons(port);
+    if (::bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0) {
+      ::close(fd);
+      return -1;
+    }
+    int one = 1;  // from now on a node's own bind (with SO_REUSEADDR) may share the port
+    ::setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
+    return fd;
+  }
+  void release() {
+    for (int fd : fds_) ::close(fd);
+    fds_.clear();
+  }
+
+  std::vector<int> fds_;
   std::uint16_t port_ = 0;
 };
 
