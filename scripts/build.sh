@@ -21,21 +21,21 @@ flags=(-DCMAKE_BUILD_TYPE="${WCOMM_BUILD_TYPE:-Release}")
 # a fresh build: scripts/test.sh uses it); OFF (the default) rebuilds less after an edit.
 flags+=(-DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}")
 [ -n "$sanitize" ] && flags+=(-DCMAKE_CXX_FLAGS_RELEASE="-O1")
-# "fuzz": clang (libFuzzer is clang's), which also compiles ASan + UBSan builds in about 0.6x
-# of gcc's time; the test suites and the fuzzers then share one instrumented build.
-cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
+# Sanitizer builds use clang: it compiles instrumented code in about 0.6x of gcc's time, and
+# libFuzzer is clang's. "fuzz" is ASan + UBSan plus the libFuzzer targets, so the test suites
+# and the fuzzers share one instrumented build.
+compiler=${CXX:-}
+[ -n "$sanitize" ] && compiler=clang++-16
 if [ "$sanitize" = fuzz ]; then
   sanitize=address,undefined
-  flags+=(-DWCOMM_FUZZ=ON -DCMAKE_CXX_COMPILER=clang++-16)
-  want_clang=1
-else
-  want_clang=0
+  flags+=(-DWCOMM_FUZZ=ON)
 fi
+[ -n "$compiler" ] && flags+=(-DCMAKE_CXX_COMPILER="$compiler")
 # A build directory keeps its compiler (CMake forgets the other settings when it changes): one
-# configured with the other compiler is started afresh.
-case "$cached" in
-  *clang++-16) [ $want_clang = 1 ] || [ -n "${CXX:-}" ] || rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" ;;
-  ?*) [ $want_clang = 0 ] || rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles" ;;
-esac
+# configured with another compiler is started afresh.
+cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/null || true)
+if [ -n "$cached" ] && [ "$(basename "$cached")" != "$(basename "${compiler:-c++}")" ]; then
+  rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
+fi
 cmake -S . -B "$dir" "${generator[@]}" "${flags[@]}" -DWCOMM_SANITIZE="$sanitize" >/dev/null
 cmake --build "$dir" -j "${WCOMM_JOBS:-2}" "${targets[@]}"

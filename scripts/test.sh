@@ -12,18 +12,20 @@ set -euo pipefail
 cd "$(dirname "$0")/.."
 # Batched (unity) compilation: a fresh clone's builds take about half the CPU time.
 export WCOMM_UNITY_BUILD=${WCOMM_UNITY_BUILD:-ON}
+# Each phase is announced with the time since the start, to see where CI time goes.
+phase() { echo "== $* (at ${SECONDS} s)"; }
 
-echo "== build (Release)"
+phase "build (Release)"
 bash scripts/build.sh build
-echo "== ctest"
+phase "ctest"
 (cd build && ctest --output-on-failure -j2 --timeout 300)
 if [ "${WCOMM_LONG_TESTS:-0}" = 1 ]; then
-  echo "== sessions soak (10 min)"
+  phase "sessions soak (10 min)"
   WCOMM_SOAK_SECONDS=600 build/tests/wcomm_integration_tests --gtest_filter='CommSoak.Sixteen*'
 fi
 
 if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
-  echo "== pytest"
+  phase "pytest"
   bash scripts/install-python.sh build
   set +e
   /usr/bin/python3 -m pytest -q tests/python
@@ -34,27 +36,23 @@ fi
 
 if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # clang, with the libFuzzer targets: the fuzz pass below runs from this same build.
-  echo "== build (ASan + UBSan, clang)"
+  phase "build (ASan + UBSan, clang)"
   bash scripts/build.sh build-asan fuzz wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
     wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests
-  echo "== ctest under ASan + UBSan"
+  phase "ctest under ASan + UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      ctest --output-on-failure -j2 --timeout 600)
-  echo "== build (TSan)"
+  phase "build (TSan, clang)"
   bash scripts/build.sh build-tsan thread wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
     wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests
-  echo "== ctest under TSan"
+  phase "ctest under TSan"
   supp="$PWD/tests/tsan.supp"  # third-party code only, each with the reason
-  # Still reported under TSan, not fixed yet (docs/testing.md, "ThreadSanitizer"): left out
-  # here so that a new race elsewhere fails the pass.
-  tsan_known='SixtyFourConcurrentMixedSizeTransfersAllCorrect/ucx|PublishedItemLandsInTheConsumersBlocks/ucx'
-  tsan_known+='|MeshStall\.OutboxCompletes/zmq'
   # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm) intercept madvise in exiting threads, after
   # TSan has let go of them, and crash the transfer tests; wcomm needs no UCX memory events.
   (cd build-tsan && UCX_MEM_EVENTS=no TSAN_OPTIONS="halt_on_error=1 second_deadlock_stack=1 suppressions=$supp" \
-     ctest --output-on-failure -j2 --timeout 900 -E "$tsan_known")
+     ctest --output-on-failure -j2 --timeout 900)
 fi
 
 # libFuzzer (docs/testing.md, "Fuzzing"): about a minute, or at least 10^7 inputs when long.
-echo "== fuzz"
+phase "fuzz"
 if [ "${WCOMM_LONG_TESTS:-0}" = 1 ]; then bash scripts/fuzz.sh long; else bash scripts/fuzz.sh short; fi
