@@ -113,7 +113,11 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 int run_write(BackendKind backend, std::size_t size, int iters) {
   Target target = spawn_target(backend, size);
   Buffer src(size, 2), dst(size, 3);
-  auto agent = Agent::create({.name = "bench", .backend = backend});
+  AgentConfig config{.name = "bench", .backend = backend};
+  // Tuning knobs for the cma figures: XFER_BENCH_CMA_THREADS, XFER_BENCH_CHUNK_BYTES.
+  if (const char* v = std::getenv("XFER_BENCH_CMA_THREADS")) config.cma_threads = static_cast<unsigned>(std::atoi(v));
+  if (const char* v = std::getenv("XFER_BENCH_CHUNK_BYTES")) config.chunk_bytes = std::strtoull(v, nullptr, 10);
+  auto agent = Agent::create(config);
   if (!agent->register_memory(src.data, size)) return 1;
   auto remote = agent->add_remote(target.metadata);
   if (!remote) {
