@@ -122,6 +122,7 @@ struct CacheProducer::Impl : std::enable_shared_from_this<CacheProducer::Impl> {
     if (left.count() <= 0) return refuse(in, "the request expired before it could be served");
     Result<XferHandle> h = agent->post(Op::kWrite, local, remote.value(), far, {.timeout = std::min(left, config.transfer_timeout)});
     if (!h) return refuse(in, "the transfer could not start: " + h.error().message);
+    if (config.after_post) config.after_post(r.key);
     in_flight.push_back({std::move(in), std::move(item), h.value()});
   }
 

@@ -120,6 +120,23 @@ TEST_P(CacheSuite, ProducerKilledMidRequestFailsItAndFreesTheBlocks) {
   EXPECT_EQ(consumer_->probe("doomed").readiness, Readiness::kUnknown);  // reported once
 }
 
+// The producer SIGKILLs itself just after posting the write (xfer_peer --die-mid-write): its
+// bytes are still moving, or some never will. The consumer's request fails within its
+// timeout, saying why, and its blocks are free again.
+TEST_P(CacheSuite, ProducerKilledWhileItsWriteIsInFlightFailsTheRequestAndFreesTheBlocks) {
+  start({"--die-mid-write"}, "test-model", 5);
+  publish("doomed", 200 * kBlockBytes, 1);
+  const auto asked = std::chrono::steady_clock::now();
+  ASSERT_TRUE(consumer_->request("doomed", "peer", 200 * kBlockBytes).ok());
+  EXPECT_TRUE(peer_->process().wait_for(10s).has_value()) << "the producer did not die: " << peer_->process().output();
+  ItemStatus s = wait_settled("doomed", 10s);
+  EXPECT_LT(std::chrono::steady_clock::now() - asked, 7s);  // within the request's 5 s timeout (+ slack)
+  ASSERT_EQ(s.readiness, Readiness::kFailed) << s.reason;
+  EXPECT_TRUE(s.reason.find("went down") != std::string::npos || s.reason.find("timed out") != std::string::npos) << s.reason;
+  EXPECT_EQ(region_->free_blocks(), 256u);
+  EXPECT_EQ(consumer_->probe("doomed").readiness, Readiness::kUnknown);  // reported once
+}
+
 TEST_P(CacheSuite, ExhaustionAndDuplicateRequestsAreRefused) {
   start();
   Status big = consumer_->request("huge", "peer", 257 * kBlockBytes);

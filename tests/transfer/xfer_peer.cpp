@@ -1,6 +1,9 @@
 // A peer process for the transfer tests: an Agent (or an encoder-cache producer) in its own
 // process, driven by commands on tag 1 of a Comm whose only peer is the test.
-//   wcomm_xfer_peer agent|producer BACKEND PORT TEST_PORT [--stall] [--ucx-tls TLS]
+//   wcomm_xfer_peer agent|producer BACKEND PORT TEST_PORT [--stall | --die-mid-write] [--ucx-tls TLS]
+#include <unistd.h>
+
+#include <csignal>
 #include <cstdio>
 #include <cstring>
 #include <iostream>
@@ -42,8 +45,11 @@ int main(int argc, char** argv) {
   const BackendKind backend = parse_backend(argv[2]);
   const auto port = static_cast<std::uint16_t>(std::stoi(argv[3]));
   const auto test_port = static_cast<std::uint16_t>(std::stoi(argv[4]));
-  bool stall = false;
-  for (int i = 5; i < argc; ++i) stall |= std::strcmp(argv[i], "--stall") == 0;
+  bool stall = false, die_mid_write = false;
+  for (int i = 5; i < argc; ++i) {
+    stall |= std::strcmp(argv[i], "--stall") == 0;
+    die_mid_write |= std::strcmp(argv[i], "--die-mid-write") == 0;
+  }
 
   const Peer test{"test", "127.0.0.1", test_port};
   auto comm = Comm::create(CommSpec{.local = {"peer", "127.0.0.1", port}, .peers = {test}});
@@ -63,6 +69,11 @@ int main(int argc, char** argv) {
         std::fprintf(stderr, "stalled before the ack of %s\n", key.c_str());
         std::fflush(stderr);
         for (;;) std::this_thread::sleep_for(std::chrono::hours(1));  // a producer hung mid-request
+      };
+    if (die_mid_write)
+      pc.after_post = [](const std::string&) {
+        std::this_thread::sleep_for(std::chrono::microseconds(200));  // let some of the bytes move
+        ::kill(::getpid(), SIGKILL);  // a producer that dies while its write is in flight
       };
     producer = CacheProducer::create(pc);
     agent = &producer->agent();

@@ -40,7 +40,9 @@ struct CacheProducerConfig {
   CacheCompat compat;
   AgentConfig agent;           // agent.comm is set to comm
   std::chrono::duration<double> transfer_timeout = std::chrono::seconds(30);
-  // Test hook: runs on the service thread after an item's bytes are written, before its ack.
+  // Test hooks, on the service thread: after an item's write is posted (its bytes may still be
+  // moving), and after its bytes are written, before its ack.
+  std::function<void(const std::string& key)> after_post = {};
   std::function<void(const std::string& key)> before_ack = {};
 };
 
