@@ -239,8 +239,36 @@ class UcxBackend final : public Backend {
       if (s != UCS_OK) return Error{ErrorCode::kInvalidArgument, "ucx: ucp_ep_rkey_unpack for agent '" + remote.meta.name + "': " + ucs_text(s)};
       state->rkeys.emplace_back(remote.meta.regions[i], rkey);
     }
+    if (Status wired = finish_wireup(*state, remote.meta.name); !wired.ok()) return wired;
     remote.backend_state = state;
     return Ok{};
+  }
+
+  // Under worker_mu_: flushes a new endpoint, which completes its wireup with the remote's
+  // worker before any transfer starts. UCX 1.13 aborts a process whose worker still holds a
+  // wireup reply when the remote dies ("got REP message", openucx/ucx#8175, fixed after 1.13):
+  // with the wireup done first, a remote that dies while our transfers are in flight only
+  // fails them. Bounded: a remote that does not answer fails the connect.
+  Status finish_wireup(UcxRemote& state, const std::string& name) {
+    ucp_request_param_t p{};
+    // A one-byte read of the remote's memory needs its answer, so the remote's side of the
+    // connection is up too; with no region to read, a flush.
+    std::uint8_t byte = 0;
+    ucs_status_ptr_t req = state.rkeys.empty()
+                               ? ucp_ep_flush_nbx(state.ep, &p)
+                               : ucp_get_nbx(state.ep, &byte, 1, state.rkeys.front().first.addr, state.rkeys.front().second, &p);
+    ucs_status_t s = UCS_OK;
+    if (UCS_PTR_IS_ERR(req)) {
+      s = UCS_PTR_STATUS(req);
+    } else if (req != nullptr) {
+      const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(10);
+      while ((s = ucp_request_check_status(req)) == UCS_INPROGRESS && std::chrono::steady_clock::now() < until)
+        ucp_worker_progress(worker_);
+      ucp_request_free(req);  // a request still in progress is released when it completes
+    }
+    if (s == UCS_OK) return Ok{};
+    const std::string why = s == UCS_INPROGRESS ? "no answer within 10 s" : ucs_text(s);
+    return Error{ErrorCode::kConnectionFailed, "ucx: connecting to agent '" + name + "': " + why};
   }
 
   void start(const std::shared_ptr<Transfer>& t) override {
