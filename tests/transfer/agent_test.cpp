@@ -2,6 +2,9 @@
 // process (xfer_peer), WRITE and READ, bytes checked by SHA-256 on both sides.
 #include <gtest/gtest.h>
 
+#include <chrono>
+#include <thread>
+
 #include "xfer_fixture.h"
 
 namespace wcomm::xfer::testing {
@@ -93,10 +96,15 @@ TEST_P(AgentSuite, NotificationArrivesAfterTheBytes) {
   auto h = agent_->post(Op::kWrite, {local(0, 8192)}, "peer", {remote(0, 8192)}, {.notification = "item-42 is in"});
   ASSERT_TRUE(h.ok()) << h.error().message;
   ASSERT_EQ(wait_done(*agent_, h.value()).state, XferState::kDone);
-  // The peer answers commands in order, so a notification sent before our command is in.
+  // The notification travels on its own tag, so it may land after a command sent later:
+  // ask until it is there (bounded in time: under TSan with a loaded host 200 quick asks
+  // were once not enough).
   List got;
-  for (int i = 0; i < 200 && got.items.empty(); ++i)
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (got.items.empty() && std::chrono::steady_clock::now() < until) {
     got = peer_->command(Dict{{"cmd", "notifications"}}).find("notifications")->as<List>();
+    if (got.items.empty()) std::this_thread::sleep_for(1ms);  // polling another process, bounded above
+  }
   ASSERT_EQ(got.items.size(), 1u);
   EXPECT_EQ(got.items[0].as<Tuple>().items[0].as<std::string>(), "test");
   EXPECT_EQ(got.items[0].as<Tuple>().items[1].as<std::string>(), "item-42 is in");
