@@ -115,7 +115,7 @@ TEST(FaultProxy, ARecvIntoPostedWhileItsMessageIsBeingReadGetsTheBytes) {
   constexpr std::int64_t kSize = 2 << 20;
   p.proxy->set_bandwidth(Direction::kToTarget, 4u << 20);  // half a second
   Tensor sent = Tensor::empty(DType::kUInt8, {kSize});
-  for (std::int64_t i = 0; i < kSize; ++i) sent.data()[i] = static_cast<std::uint8_t>(i * 7 + 1);
+  fill_pseudo_random(static_cast<std::uint8_t*>(sent.data()), kSize);  // not compressed away: it trickles
   auto sending = p.a->send(Value(sent), p.b_seen_by_a());
   while (p.proxy->counters().bytes_to_target < (256u << 10)) std::this_thread::sleep_for(1ms);  // bounded by the send
   Tensor into = Tensor::zeros(DType::kUInt8, {kSize});
