@@ -37,6 +37,11 @@ struct UcxRemote {
   std::atomic<bool> suspect{false};
 };
 
+// Where finish_wireup's one-byte reads land; nobody reads it. Not on the stack or in a
+// UcxRemote: a read that timed out may still land later, after both are gone. Written only
+// by UCX under worker_mu_.
+std::uint8_t wireup_probe_sink = 0;
+
 // One transfer's outstanding UCX requests: done when the flush completes.
 class UcxBackend;
 struct UcxOp {
@@ -253,10 +258,9 @@ class UcxBackend final : public Backend {
     ucp_request_param_t p{};
     // A one-byte read of the remote's memory needs its answer, so the remote's side of the
     // connection is up too; with no region to read, a flush.
-    std::uint8_t byte = 0;
-    ucs_status_ptr_t req = state.rkeys.empty()
-                               ? ucp_ep_flush_nbx(state.ep, &p)
-                               : ucp_get_nbx(state.ep, &byte, 1, state.rkeys.front().first.addr, state.rkeys.front().second, &p);
+    ucs_status_ptr_t req = state.rkeys.empty() ? ucp_ep_flush_nbx(state.ep, &p)
+                                               : ucp_get_nbx(state.ep, &wireup_probe_sink, 1, state.rkeys.front().first.addr,
+                                                             state.rkeys.front().second, &p);
     ucs_status_t s = UCS_OK;
     if (UCS_PTR_IS_ERR(req)) {
       s = UCS_PTR_STATUS(req);
@@ -267,6 +271,9 @@ class UcxBackend final : public Backend {
       ucp_request_free(req);  // a request still in progress is released when it completes
     }
     if (s == UCS_OK) return Ok{};
+    // A read still in flight keeps using the endpoint and the rkey: leave both to
+    // ucp_worker_destroy, as for any remote that may be dead.
+    if (s == UCS_INPROGRESS) state.suspect.store(true);
     const std::string why = s == UCS_INPROGRESS ? "no answer within 10 s" : ucs_text(s);
     return Error{ErrorCode::kConnectionFailed, "ucx: connecting to agent '" + name + "': " + why};
   }
