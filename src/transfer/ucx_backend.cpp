@@ -249,8 +249,8 @@ class UcxBackend final : public Backend {
     return Ok{};
   }
 
-  // Under worker_mu_: flushes a new endpoint, which completes its wireup with the remote's
-  // worker before any transfer starts. UCX 1.13 aborts a process whose worker still holds a
+  // Under worker_mu_: completes a new endpoint's wireup with the remote's worker before any
+  // transfer starts (a one-byte read that needs the remote's answer). UCX 1.13 aborts a process whose worker still holds a
   // wireup reply when the remote dies ("got REP message", openucx/ucx#8175, fixed after 1.13):
   // with the wireup done first, a remote that dies while our transfers are in flight only
   // fails them. Bounded: a remote that does not answer fails the connect.
