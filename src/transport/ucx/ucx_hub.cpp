@@ -164,6 +164,11 @@ std::shared_ptr<Hub> Hub::get(std::string& error) {
   static std::weak_ptr<Hub> current;
   std::lock_guard lock(mu);
   if (auto hub = current.lock()) return hub;
+  // Listeners reuse an address in TIME_WAIT, as the tcp transport's do (SO_REUSEADDR): a node
+  // restarted at its address must be able to listen there again. UCX reads these settings
+  // only from the environment, when its connection managers start; a user's own value stays.
+  ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
+  ::setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
   std::shared_ptr<Hub> hub(new Hub());
   if (!hub->ucx_.ok() || hub->epoll_fd_ < 0) {
     error = "UCX cannot start: " + (hub->ucx_.ok() ? std::string("no epoll descriptor") : hub->ucx_.error());
