@@ -19,6 +19,7 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
   TempDir dir;
   ScopedEnv base("MSTAR_ZMQ_TCP_BASE_PORT", tcp_base_port());
   ScopedEnv wbase("WCOMM_MESH_TCP_BASE_PORT", tcp_base_port());
+  ScopedEnv rbase("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
   const std::string n = "100000";
   const std::string backend = GetParam().backend, protocol = protocol_arg(GetParam().protocol);
   Process receiver = Process::spawn(
@@ -32,7 +33,8 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshHwmOrder,
                          ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"zmq", CommProtocol::kTcp},
-                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp}),
+                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp},
+                                           BackendCase{"wcomm", CommProtocol::kRdma}),
                          [](const auto& info) {
                            return std::string(info.param.backend) + "_" + protocol_name(info.param.protocol);
                          });
