@@ -48,18 +48,21 @@ class UcxConnection final : public Connection {
     }
     const std::size_t total = asio::buffer_size(buffers);
     if (total == 0 || total > kMaxCopiedWrite) return 0;
-    send_copy(buffers, total);
-    return total;
+    return send_copy(buffers, total, true) ? total : 0;
   }
 
   void try_write_now(const void* data, std::size_t size) override {
     if (shut_ || size == 0) return;
-    send_copy({asio::buffer(data, size)}, size);
+    send_copy({asio::buffer(data, size)}, size, false);  // small (CLOSE): past the window
   }
 
   std::size_t try_read(const std::vector<asio::mutable_buffer>& buffers, std::size_t skip,
                        std::error_code& ec) override {
-    return channel_->read(buffers, skip, true, ec);
+    const std::uint64_t before = channel_->bytes_read();
+    const std::size_t n = channel_->read(buffers, skip, true, ec);
+    // A credit is due: the progress thread sends it (and the peer's writes may go on).
+    if (n > 0 && (before + n) / kCreditStep != before / kCreditStep) hub_->wake();
+    return n;
   }
   std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
     return channel_->read({asio::buffer(data, size)}, 0, false, ec);
@@ -122,7 +125,8 @@ class UcxConnection final : public Connection {
   std::string describe() const override { return description_; }
 
  private:
-  void send_copy(const std::vector<asio::const_buffer>& buffers, std::size_t total) {
+  // False (nothing sent) when windowed and the window is closed.
+  bool send_copy(const std::vector<asio::const_buffer>& buffers, std::size_t total, bool windowed) {
     auto op = std::make_unique<SendOp>();
     op->channel = channel_;
     op->copy.reset(new std::uint8_t[total]);
@@ -135,9 +139,11 @@ class UcxConnection final : public Connection {
     op->iov.push_back({op->copy.get(), total});
     {
       std::lock_guard lock(hub_->mu);
+      if (windowed && !channel_->window_open()) return false;
       hub_->send(std::move(op));
     }
     hub_->wake();
+    return true;
   }
 
   std::shared_ptr<Hub> hub_;

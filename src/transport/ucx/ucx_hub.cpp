@@ -9,6 +9,7 @@
 #include <unistd.h>
 
 #include <cstdlib>
+#include <algorithm>
 #include <cstring>
 
 #include <spdlog/spdlog.h>
@@ -95,6 +96,7 @@ std::size_t Channel::read(const std::vector<asio::mutable_buffer>& buffers, std:
       e.offset = entry_offset;
     }
   }
+  if (consume && total > 0) read_total_.fetch_add(total, std::memory_order_release);
   if (total == 0) {
     if (it != rx_.end() && it->first == next && it->second.end) {
       ec = asio::error::eof;
@@ -270,6 +272,12 @@ void Hub::send(std::unique_ptr<SendOp> op) {
     return;
   }
   op->hub = this;
+  if (op->header.kind == Kind::kData && op->user_memory && !op->window_passed && !c.window_open()) {
+    c.user_writes_in_flight += 1;  // the caller's memory stays in use until it goes
+    c.blocked.push_back(std::move(op));
+    return;
+  }
+  if (op->header.kind == Kind::kData) c.tx_bytes += op->bytes;
   if (op->header.kind == Kind::kData || op->header.kind == Kind::kEnd) op->header.seq = c.tx_seq++;
   ucp_request_param_t p{};
   p.op_attr_mask = UCP_OP_ATTR_FIELD_CALLBACK | UCP_OP_ATTR_FIELD_USER_DATA | UCP_OP_ATTR_FIELD_FLAGS;
@@ -301,11 +309,21 @@ void Hub::send(std::unique_ptr<SendOp> op) {
   complete(*op, UCS_PTR_STATUS(req) == UCS_OK ? std::error_code() : error_for(UCS_PTR_STATUS(req)));
 }
 
-void Hub::send_control(Channel& channel, Kind kind) {
+void Hub::send_control(Channel& channel, Kind kind, std::uint64_t value) {
   auto op = std::make_unique<SendOp>();
   op->channel = channel.shared_from_this();
   op->header.kind = kind;
+  op->header.seq = value;
   send(std::move(op));
+}
+
+void Hub::fail_blocked(Channel& channel, std::error_code ec) {
+  while (!channel.blocked.empty()) {
+    std::unique_ptr<SendOp> op = std::move(channel.blocked.front());
+    channel.blocked.pop_front();
+    channel.user_writes_in_flight -= 1;
+    complete(*op, ec);
+  }
 }
 
 void Hub::end_gracefully(Channel& channel) {
@@ -330,6 +348,7 @@ void Hub::begin_close(Channel& channel, bool force) {
 }
 
 void Hub::close_now(Channel& channel) {
+  fail_blocked(channel, asio::error::operation_aborted);
   if (!channel.ep) return;
   auto keep = channel.shared_from_this();
   begin_close(channel, true);
@@ -372,6 +391,25 @@ void Hub::reap() {
   to_ack_.clear();
   for (auto& c : to_close_) begin_close(*c, true);
   to_close_.clear();
+  for (auto& [ep, c] : channels_) {
+    // Credits for what was read; writes the window lets go now; a failed peer's waiting writes.
+    if (const std::uint64_t read = c->bytes_read(); read - c->credited >= kCreditStep) {
+      c->credited = read;
+      send_control(*c, Kind::kCredit, read);
+    }
+    if (c->blocked.empty()) continue;
+    if (std::error_code failure = c->failure()) {
+      fail_blocked(*c, failure);
+      continue;
+    }
+    while (!c->blocked.empty() && c->tx_bytes - c->peer_read < kWindow) {
+      std::unique_ptr<SendOp> op = std::move(c->blocked.front());
+      c->blocked.pop_front();
+      c->user_writes_in_flight -= 1;
+      op->window_passed = true;  // goes now, ahead of anything queued behind it
+      send(std::move(op));
+    }
+  }
 }
 
 void Hub::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
@@ -400,6 +438,7 @@ ucs_status_t Hub::on_message(void* arg, const void* header, std::size_t header_l
   switch (h.kind) {
     case Kind::kHello: break;
     case Kind::kEndAck: c->end_acked = true; break;
+    case Kind::kCredit: c->peer_read = std::max(c->peer_read, h.seq); break;
     case Kind::kEnd:
       c->deliver(h.seq, nullptr, 0, true, true);
       hub->on_end_progress(*c);

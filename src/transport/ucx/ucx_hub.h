@@ -14,6 +14,7 @@
 
 #include <atomic>
 #include <chrono>
+#include <deque>
 #include <cstdint>
 #include <functional>
 #include <map>
@@ -31,13 +32,21 @@
 
 namespace wcomm::transport::ucx {
 
-enum class Kind : std::uint8_t { kHello = 1, kData = 2, kEnd = 3, kEndAck = 4 };
+enum class Kind : std::uint8_t { kHello = 1, kData = 2, kEnd = 3, kEndAck = 4, kCredit = 5 };
 
 // The active message's header.
 struct Header {
-  std::uint64_t seq = 0;  // kData and kEnd: the stream's order
+  std::uint64_t seq = 0;  // kData and kEnd: the stream's order; kCredit: bytes read so far
   Kind kind = Kind::kData;
 };
+
+// Flow control, as TCP's window: a sender starts a write only while fewer than kWindow bytes
+// it sent are unread by the peer (a larger write may then go whole); the reader reports what
+// it has read every kCreditStep bytes. A reader that stops reading (Comm's inbound bound)
+// thus stops its peer's writes instead of being sent bytes without limit. About a loopback
+// TCP socket's buffers: what a connection that fails may lose, as TCP's would.
+constexpr std::uint64_t kWindow = 2u << 20;
+constexpr std::uint64_t kCreditStep = 256u << 10;
 
 class Hub;
 
@@ -56,6 +65,11 @@ class Channel : public std::enable_shared_from_this<Channel> {
   bool end_sent = false;
   bool end_acked = false;
   Clock::time_point linger_deadline{};
+  std::uint64_t tx_bytes = 0;       // data bytes sent
+  std::uint64_t peer_read = 0;      // of which the peer has read (its last credit)
+  std::uint64_t credited = 0;       // what our last credit told the peer we read
+  std::deque<std::unique_ptr<struct SendOp>> blocked;  // async_writes waiting for the window
+  bool window_open() const { return blocked.empty() && tx_bytes - peer_read < kWindow; }
   // Dialing (hub): runs once, with the outcome, when the first message or an error arrives.
   std::function<void(std::error_code)> on_connected;
 
@@ -73,6 +87,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::error_code failure();
   bool end_reached();  // every byte before the peer's END has arrived (ack it)
   bool end_ack_sent = false;  // (hub)
+  std::uint64_t bytes_read() const { return read_total_.load(std::memory_order_acquire); }
 
  private:
   struct Entry {
@@ -90,6 +105,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::error_code failure_;
   bool signalled_ = false;
   int readable_fd_ = -1;
+  std::atomic<std::uint64_t> read_total_{0};  // bytes consumed by read (credits report it)
 };
 
 // A send in flight: owns what UCX reads until it completes.
@@ -101,6 +117,7 @@ struct SendOp {
   std::unique_ptr<std::uint8_t[]> copy;  // try_write's own copy of the caller's bytes
   std::size_t bytes = 0;
   bool user_memory = false;  // iov points into the caller's memory (async_write)
+  bool window_passed = false;  // let go by the window after waiting
   IoHandler handler;         // posted to the channel's executor on completion (may be empty)
   std::atomic<bool> completed{false};
 };
@@ -120,10 +137,12 @@ class Hub {
   // Sends one message; completes op (handler posted) at once when UCX did. False if the
   // endpoint cannot send (failed or closed): op is completed with the error.
   void send(std::unique_ptr<SendOp> op);
-  void send_control(Channel& channel, Kind kind);
+  void send_control(Channel& channel, Kind kind, std::uint64_t value = 0);
   // Begins a tidy end: END now, the endpoint closes once the peer acknowledges it (or after
   // a bounded linger). Falls back to close_now while the caller's memory is in use.
   void end_gracefully(Channel& channel);
+  // Fails the channel's writes waiting for the window (ec: why).
+  void fail_blocked(Channel& channel, std::error_code ec);
   // Closes the endpoint at once, waiting (bounded) until UCX has finished with every request.
   void close_now(Channel& channel);
   static void complete(SendOp& op, std::error_code ec);
