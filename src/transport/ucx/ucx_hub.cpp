@@ -266,7 +266,9 @@ void Hub::complete(SendOp& op, std::error_code ec) {
 
 void Hub::send(std::unique_ptr<SendOp> op) {
   Channel& c = *op->channel;
-  if (!c.ep || c.end_sent) {
+  // After our END only control goes out (the peer's END may still need its acknowledgement).
+  const bool stream = op->header.kind == Kind::kData || op->header.kind == Kind::kEnd;
+  if (!c.ep || (c.end_sent && stream)) {
     const std::error_code failure = c.failure();
     complete(*op, failure ? failure : std::error_code(asio::error::broken_pipe));
     return;
