@@ -257,7 +257,10 @@ void Hub::wake() {
   (void)!::write(wake_fd_, &one, sizeof one);
 }
 
-void Hub::attach(const std::shared_ptr<Channel>& channel) { channels_[channel->ep] = channel; }
+void Hub::attach(const std::shared_ptr<Channel>& channel) {
+  channel->hub = this;
+  channels_[channel->ep] = channel;
+}
 
 void Hub::complete(SendOp& op, std::error_code ec) {
   if (op.completed.exchange(true) || !op.handler) return;
@@ -414,10 +417,17 @@ void Hub::reap() {
   }
 }
 
-void Hub::on_endpoint_error(void* arg, ucp_ep_h, ucs_status_t status) {
+// Progress thread, Hub::mu held (inside ucp_worker_progress).
+void Hub::on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status) {
   auto* c = static_cast<Channel*>(arg);
+  spdlog::debug("wcomm ucx: endpoint {} failed: {}", static_cast<void*>(ep), status_text(status));
   c->fail(status == UCS_ERR_CANCELED ? std::error_code(asio::error::operation_aborted)
                                      : std::error_code(asio::error::connection_reset));
+  // A failed endpoint is closed at once (UCX wants it closed, forced), not when Comm gets to
+  // it: the peer's endpoint then fails too, promptly, instead of only through Comm's
+  // heartbeats while what is written to it goes nowhere.
+  if (auto self = c->weak_from_this().lock(); self && self->ep == ep)
+    if (self->hub) self->hub->close_later(self);
   if (auto connected = std::move(c->on_connected)) {
     c->on_connected = nullptr;
     connected(asio::error::connection_refused);
@@ -495,11 +505,13 @@ void Hub::run() {
     unsigned progressed = 0;
     bool busy;
     {
-      std::lock_guard lock(mu);
+      mu.lock_uncounted();
+      std::lock_guard lock(mu, std::adopt_lock);
       progressed = ucp_worker_progress(ucx_.worker());
       reap();
       busy = !closing_.empty() || !lingering_.empty();
     }
+    mu.let_waiters_in(std::chrono::milliseconds(2));
     const auto now = std::chrono::steady_clock::now();
     if (progressed || in_flight_.load() > 0) {
       last_work = now;
@@ -508,7 +520,8 @@ void Hub::run() {
     if (now - last_work < kSpinAfterWork) continue;
     ucs_status_t armed;
     {
-      std::lock_guard lock(mu);
+      mu.lock_uncounted();
+      std::lock_guard lock(mu, std::adopt_lock);
       armed = ucp_worker_arm(ucx_.worker());
     }
     if (armed == UCS_ERR_BUSY) continue;  // events came in meanwhile: progress again

@@ -58,6 +58,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
 
   const asio::any_io_executor executor;
   ucp_ep_h ep = nullptr;  // (hub) null once closed
+  Hub* hub = nullptr;     // (hub) set by Hub::attach
 
   // Writing (hub).
   std::uint64_t tx_seq = 0;
@@ -122,13 +123,42 @@ struct SendOp {
   std::atomic<bool> completed{false};
 };
 
+// Hub::mu: a mutex the progress thread lets others have first. That thread takes it again
+// right after letting go while UCX has work (a stream of arriving messages), and a plain
+// std::mutex then starves the other threads that want it: a reader's loop writing a
+// heartbeat or a credit-blocked writer waited seconds under CPU load, the connection stalled
+// both ways and Comm declared the peer dead. Other threads count themselves while they wait;
+// the progress thread, having let go, waits (bounded) until they have had their turn.
+class HubMutex {
+ public:
+  void lock() {
+    waiting_.fetch_add(1, std::memory_order_acq_rel);
+    mu_.lock();
+    waiting_.fetch_sub(1, std::memory_order_acq_rel);
+  }
+  bool try_lock() { return mu_.try_lock(); }
+  void unlock() { mu_.unlock(); }
+  // The progress thread's own lock: not counted.
+  void lock_uncounted() { mu_.lock(); }
+  // After unlock: lets the threads waiting for it take it first (at most `limit`).
+  void let_waiters_in(std::chrono::microseconds limit) {
+    const auto start = std::chrono::steady_clock::now();
+    while (waiting_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() - start < limit)
+      std::this_thread::yield();
+  }
+
+ private:
+  std::mutex mu_;
+  std::atomic<int> waiting_{0};
+};
+
 class Hub {
  public:
   // The process's hub, started on first use; nullptr with `error` saying why UCX cannot run.
   static std::shared_ptr<Hub> get(std::string& error);
   ~Hub();
 
-  std::mutex mu;  // serialises every call on the worker and the (hub) fields
+  HubMutex mu;  // serialises every call on the worker and the (hub) fields
   ucp_worker_h worker() const { return ucx_.worker(); }
   void wake();  // after posting work: the progress thread makes progress on it
 
