@@ -1,6 +1,6 @@
 // At the high-water mark nothing is dropped or reordered: 10^5 messages from one process to
-// another at HWM 1, every sequence number checked by the receiver. On both backends (not over
-// RDMA: under heavy CPU load UCX 1.13 sometimes fails one side's endpoint, docs/mesh.md).
+// another at HWM 1, every sequence number checked by the receiver. On both backends, and over
+// RDMA (Comm's ucx transport).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,6 +20,7 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
   TempDir dir;
   ScopedEnv base("MSTAR_ZMQ_TCP_BASE_PORT", tcp_base_port());
   ScopedEnv wbase("WCOMM_MESH_TCP_BASE_PORT", tcp_base_port());
+  ScopedEnv rbase("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
   const std::string n = "100000";
   const std::string backend = GetParam().backend, protocol = protocol_arg(GetParam().protocol);
   Process receiver = Process::spawn(
@@ -33,7 +34,8 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshHwmOrder,
                          ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"zmq", CommProtocol::kTcp},
-                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp}),
+                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp},
+                                           BackendCase{"wcomm", CommProtocol::kRdma}),
                          [](const auto& info) {
                            return std::string(info.param.backend) + "_" + protocol_name(info.param.protocol);
                          });
