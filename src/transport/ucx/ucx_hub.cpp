@@ -125,6 +125,7 @@ void Channel::deliver(std::uint64_t seq, std::unique_ptr<std::uint8_t[]> bytes, 
   e.size = size;
   e.ready = ready;
   e.end = end;
+  end_arrived_ |= end;
   update_signal();
 }
 
@@ -153,6 +154,10 @@ std::error_code Channel::failure() {
 
 bool Channel::end_reached() {
   std::lock_guard lock(rx_mu_);
+  // Called for every arriving message: without an END nothing to scan. (Scanning every
+  // buffered message each time, under rx_mu_, made a slow reader's backlog quadratic and
+  // starved its reads of the lock: the connection stalled until Comm's heartbeats ended it.)
+  if (!end_arrived_) return at_end_;
   std::uint64_t next = rx_next_;
   for (auto it = rx_.find(next); it != rx_.end() && it->first == next && it->second.ready; ++it, ++next)
     if (it->second.end) return true;

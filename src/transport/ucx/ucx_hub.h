@@ -102,6 +102,7 @@ class Channel : public std::enable_shared_from_this<Channel> {
   std::map<std::uint64_t, Entry> rx_;
   std::uint64_t rx_next_ = 0;
   bool at_end_ = false;
+  bool end_arrived_ = false;  // the peer's END is among rx_ (or was read)
   bool shut_ = false;
   std::error_code failure_;
   bool signalled_ = false;
