@@ -80,7 +80,7 @@ using CommSpec = NodeConfig;
 // How one peer is reached now (CommStats::peers).
 struct PeerStats {
   bool connected = false;
-  std::string transport;     // "shm", "unix" or "tcp" while connected, else ""
+  std::string transport;     // "shm", "unix", "tcp" or "ucx" while connected, else ""
   // How this side's large payloads travel: "cma" (the peer reads them straight from our
   // memory), "ring" (copied through shared memory: cross-memory attach was refused), or
   // "stream" (a socket); "" while not connected.

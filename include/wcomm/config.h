@@ -93,7 +93,8 @@ struct CommConfig {
   // flood from one host cannot push out another host's handshakes (wcomm).
   std::uint64_t max_pending_handshakes_per_source = 32;
   // How peers are reached (wcomm): "auto" (shared memory with a peer on this host, else the
-  // peer's addresses), "shm", "unix" or "tcp" (only that; docs/cpp-api.md, "Transports").
+  // peer's addresses), "shm", "unix", "tcp" or "ucx" (only that; docs/cpp-api.md, "Transports";
+  // ucx: the peers' ucx://host:port addresses, over UCX).
   // A peer's own `transport` overrides it.
   std::string transport = "auto";
   // Cluster key (wcomm): with one, every connection proves both ends know it (a mutual
@@ -118,7 +119,7 @@ struct Peer {
   std::string host = {};
   std::uint16_t port = 0;
   std::vector<Address> addresses = {};
-  std::string transport = {};  // "" (the Comm's CommConfig::transport), auto, shm, unix, tcp
+  std::string transport = {};  // "" (the Comm's CommConfig::transport), auto, shm, unix, tcp, ucx
   // Where the node is: tcp://host:port first when a host is given, then addresses.
   std::vector<Address> endpoints() const;
   std::string endpoints_text() const;  // "tcp://192.0.2.11:9000, unix:///tmp/b.sock"

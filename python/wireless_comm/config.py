@@ -32,8 +32,9 @@ def _is_number(value: object) -> bool:
 class Peer:
     """One node of the static peer directory: its name and where it listens. V0.1 gives host
     and port (TCP); `addresses` may list others or more, tried in order when dialing and all
-    listened on locally: "tcp://host:port", "unix:///path", "unix://@name", "shm://@name".
-    `transport` ("" for the CommConfig's; auto, shm, unix or tcp) chooses how it is reached."""
+    listened on locally: "tcp://host:port", "unix:///path", "unix://@name", "shm://@name",
+    "ucx://host:port" (UCX: RDMA where there is RDMA).
+    `transport` ("" for the CommConfig's; auto, shm, unix, tcp or ucx) chooses how it is reached."""
 
     node_id: str
     host: str = ""
@@ -125,7 +126,7 @@ _INT_FIELDS = (
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
 _BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
-_TRANSPORTS = ("auto", "shm", "unix", "tcp")
+_TRANSPORTS = ("auto", "shm", "unix", "tcp", "ucx")
 
 
 @dataclass(frozen=True)
@@ -191,7 +192,7 @@ class CommConfig:
     reconnect_backoff_initial_s: float = 0.01
     reconnect_backoff_max_s: float = 0.5
     # How peers are reached: auto (shared memory with peers on this host, else their
-    # addresses), shm, unix or tcp (docs/python.md, "Transports").
+    # addresses), shm, unix, tcp or ucx (docs/python.md, "Transports").
     transport: str = "auto"
     # At most this many accepted connections wait for their handshake; one more evicts the oldest.
     max_pending_handshakes: int = 256

@@ -11,8 +11,8 @@ with the communicator API of an existing pyzmq mesh (docs/mesh.md).
 
 Backends: ZMQCommunicator (pure pyzmq), NativeZMQCommunicator (wcomm's C++ ZeroMQ
 communicator: the same wire, less Python per message) and WcommCommunicator (wcomm's own
-transport, for meshes where every entity runs wcomm). make_communicator picks one from
-MSTAR_RUST_ZMQ (or WCOMM_MESH_NATIVE).
+transport, for meshes where every entity runs wcomm; the only one for SHM and RDMA).
+make_communicator picks one from MSTAR_RUST_ZMQ (or WCOMM_MESH_NATIVE).
 """
 
 from __future__ import annotations
@@ -131,7 +131,7 @@ def zmq_endpoint(entity_id: str, protocol: CommProtocol, ipc_socket_path_prefix:
         base = int(os.environ.get("MSTAR_ZMQ_TCP_BASE_PORT", "19000"))
         return f"tcp://{host}:{tcp_port_for(entity_id, base)}"
     raise NotImplementedError(f"the ZeroMQ communicator has no {protocol.value} transport (IPC or TCP; "
-                              "the wcomm transport serves SHM)")
+                              "the wcomm transport serves SHM and RDMA)")
 
 
 class AnchorLock:
@@ -370,14 +370,15 @@ class NativeZMQCommunicator(_NativeCommunicator):
         protocol = CommProtocol(protocol)
         if protocol in (CommProtocol.SHM, CommProtocol.RDMA):
             raise NotImplementedError(f"the ZeroMQ communicator has no {protocol.value} transport (IPC or TCP; "
-                                      "the wcomm transport serves SHM)")
+                                      "the wcomm transport serves SHM and RDMA)")
         super().__init__(my_id, push_ids, _transport_from_env(protocol), ipc_socket_path_prefix, codec, **kwargs)
 
 
 class WcommCommunicator(_NativeCommunicator):
-    """The mesh over wcomm's own transport (Unix sockets for IPC / SHM, TCP): faster, but every
-    entity must run wcomm, and every entity that sends to this one must be in push_ids or
-    peer_ids (wcomm's peer directory is fixed). RDMA raises ValueError naming what is missing."""
+    """The mesh over wcomm's own transport (shared memory for SHM, Unix sockets for IPC, TCP, and
+    UCX for RDMA: ucx://host:port, ports counted from WCOMM_MESH_RDMA_BASE_PORT, default 23000):
+    faster, but every entity must run wcomm, and every entity that sends to this one must be in
+    push_ids or peer_ids (wcomm's peer directory is fixed)."""
 
     _backend = "wcomm"
 
@@ -491,7 +492,8 @@ def make_communicator(*args, nonblocking_send: bool = False, transport: Optional
                       **kwargs) -> BaseCommunicator:
     """Construct the process's communicator, selecting the transport.
 
-    transport="wcomm", or protocol=CommProtocol.SHM: WcommCommunicator. Otherwise
+    transport="wcomm", or protocol=CommProtocol.SHM or RDMA (which only wcomm's transport
+    serves): WcommCommunicator. Otherwise
     MSTAR_RUST_ZMQ (or WCOMM_MESH_NATIVE) selects: AUTO (default) the C++ ZeroMQ communicator
     when the extension imports, else pyzmq; 1 the C++ one or raise; 0 pure pyzmq. The two
     ZeroMQ ones are wire-compatible, so the flag can be set per process. nonblocking_send is
@@ -500,7 +502,7 @@ def make_communicator(*args, nonblocking_send: bool = False, transport: Optional
     protocol = kwargs.get("protocol", args[2] if len(args) > 2 else CommProtocol.IPC)
     if transport not in (None, "zmq", "wcomm"):
         raise ValueError(f"transport={transport!r} (zmq or wcomm)")
-    if transport == "wcomm" or CommProtocol(protocol) == CommProtocol.SHM:
+    if transport == "wcomm" or (transport is None and CommProtocol(protocol) in (CommProtocol.SHM, CommProtocol.RDMA)):
         return WcommCommunicator(*args, **kwargs)
     choice = requested_transport()
     if choice not in ("0", "1", "AUTO"):

@@ -175,7 +175,7 @@ void accept_on(Comm::Impl& impl, transport::Listener& listener) {
 // cannot listen there is still reached over its other addresses.
 void listen_same_host(Comm::Impl& impl) {
   const std::string& transport = impl.spec.comm.transport;
-  if (transport == "tcp" || impl.spec.comm.tls.enabled()) return;  // TLS: no same-host bypass
+  if (transport == "tcp" || transport == "ucx" || impl.spec.comm.tls.enabled()) return;  // TLS: no same-host bypass
   auto address = same_host_address(impl.spec.local, transport == "auto" ? "shm" : transport);
   if (!address) return;
   try {
@@ -233,7 +233,7 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
     if (p.endpoints().empty())
       throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
-    if (impl->spec.comm.tls.enabled() && (p.transport == "shm" || p.transport == "unix"))
+    if (impl->spec.comm.tls.enabled() && (p.transport == "shm" || p.transport == "unix" || p.transport == "ucx"))
       throw InvalidArgumentError("peer '" + p.node_id + "' has transport '" + p.transport +
                                  "', which would bypass TLS (comm.tls is set): use auto or tcp");
     if (dial_endpoints(p, impl->spec.comm).empty())

@@ -38,7 +38,7 @@ std::vector<Address> dial_endpoints(const Peer& peer, const CommConfig& config) 
       if (a.scheme == "tcp") out.push_back(a);
     return out;
   }
-  if (scheme != "tcp")
+  if (scheme == "shm" || scheme == "unix")  // tcp and ucx: only the peer's own addresses
     if (auto same_host = same_host_address(peer, scheme)) out.push_back(*same_host);
   for (const Address& a : peer.endpoints())
     if (transport == "auto" || a.scheme == transport) out.push_back(a);

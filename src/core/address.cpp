@@ -1,5 +1,5 @@
-// Address parsing and printing (tcp://host:port, unix:///path, unix://@name, and shm:// with
-// the unix forms: a shared-memory connection is set up over a Unix socket there).
+// Address parsing and printing (tcp://host:port, ucx://host:port, unix:///path, unix://@name,
+// and shm:// with the unix forms: a shared-memory connection is set up over a Unix socket there).
 #include "wcomm/address.h"
 
 #include <charconv>
@@ -11,7 +11,7 @@ namespace {
 
 [[noreturn]] void bad(std::string_view text, const std::string& why) {
   throw InvalidArgumentError("bad address '" + std::string(text) + "': " + why +
-                             " (expected tcp://host:port, unix:///path, unix://@name, shm:///path or shm://@name)");
+                             " (expected tcp://host:port, ucx://host:port, unix:///path, unix://@name, shm:///path or shm://@name)");
 }
 
 // Longest path a sockaddr_un holds, less its terminating nul.
@@ -33,7 +33,7 @@ Address Address::parse(std::string_view text, bool allow_port_zero) {
   Address a;
   a.scheme = std::string(text.substr(0, sep));
   std::string_view rest = text.substr(sep + 3);
-  if (a.scheme == "tcp") {
+  if (a.scheme == "tcp" || a.scheme == "ucx") {  // ucx: a UCP listener's socket address
     std::string_view host;
     std::string_view port;
     if (!rest.empty() && rest.front() == '[') {  // [v6]:port
@@ -50,7 +50,7 @@ Address Address::parse(std::string_view text, bool allow_port_zero) {
       if (host.find(':') != std::string_view::npos) bad(text, "an IPv6 host must be written in [brackets]");
     }
     if (host.empty()) bad(text, "empty host");
-    if (host.find('/') != std::string_view::npos) bad(text, "a tcp address has no path");
+    if (host.find('/') != std::string_view::npos) bad(text, "a " + a.scheme + " address has no path");
     unsigned value = 0;
     auto [end, ec] = std::from_chars(port.data(), port.data() + port.size(), value);
     if (port.empty() || ec != std::errc() || end != port.data() + port.size() || value > 65535)

@@ -68,7 +68,9 @@ constexpr std::uint64_t kMaxSegments = 1ull << 20;
 constexpr std::uint64_t kMaxContainerDepth = 4096;
 constexpr std::uint64_t kMaxBusyPollUs = 1'000'000;
 
-bool is_transport_choice(const std::string& t) { return t == "auto" || t == "shm" || t == "unix" || t == "tcp"; }
+bool is_transport_choice(const std::string& t) {
+  return t == "auto" || t == "shm" || t == "unix" || t == "tcp" || t == "ucx";
+}
 
 // The first unacceptable field of a CommConfig: its name and what is wrong with its value.
 struct ConfigProblem {
@@ -195,14 +197,14 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
     return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
                                             std::to_string(c.cluster_key.size())};
   if (!is_transport_choice(c.transport))
-    return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, got '" + c.transport + "'"};
+    return ConfigProblem{"transport", "must be one of auto, shm, unix, tcp, ucx, got '" + c.transport + "'"};
   if (c.tls.enabled()) {
     for (const auto& [name, value] : {std::pair{"tls.cert_file", &c.tls.cert_file}, std::pair{"tls.key_file", &c.tls.key_file},
                                       std::pair{"tls.ca_file", &c.tls.ca_file}})
       if (value->empty())
         return ConfigProblem{name, "is missing: TLS needs cert_file, key_file and ca_file (scripts/make-test-certs.sh "
                                    "makes a test set)"};
-    if (c.transport == "shm" || c.transport == "unix")
+    if (c.transport == "shm" || c.transport == "unix" || c.transport == "ucx")
       return ConfigProblem{"transport", "'" + c.transport + "' would bypass TLS (comm.tls is set): use auto or tcp"};
   }
   if (!std::isfinite(c.reconnect_backoff_max_s) || c.reconnect_backoff_max_s > 3600)
@@ -456,7 +458,7 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
     } else if (key == "transport") {
       peer.transport = r.string(value, field);
       if (!is_transport_choice(peer.transport))
-        r.fail_at(field, "expected one of auto, shm, unix, tcp, got '" + peer.transport + "'", value);
+        r.fail_at(field, "expected one of auto, shm, unix, tcp, ucx, got '" + peer.transport + "'", value);
     }
   }
   if (!has_id) r.fail_at(path, "missing required key 'node_id'", node);

@@ -78,7 +78,7 @@ std::string zmq_endpoint(std::string_view entity_id, CommProtocol protocol, std:
     }
     default:
       throw InvalidArgumentError(std::string("the ZeroMQ communicator has no ") + protocol_name(protocol) +
-                                 " transport (as pyzmq's: use IPC or TCP, or the wcomm transport for SHM)");
+                                 " transport (as pyzmq's: use IPC or TCP, or the wcomm transport for SHM and RDMA)");
   }
 }
 
@@ -90,10 +90,10 @@ std::string wcomm_endpoint(std::string_view entity_id, CommProtocol protocol, st
       auto base = static_cast<std::uint16_t>(env_integer("WCOMM_MESH_TCP_BASE_PORT", 21000, 1, 65535));
       return "tcp://" + tcp_host() + ":" + std::to_string(tcp_port_for(entity_id, base));
     }
-    case CommProtocol::kRdma:
-      throw InvalidArgumentError(
-          "CommProtocol RDMA needs wcomm's transfer engine with its UCX backend (src/transfer, libucx-dev), which "
-          "this build does not have; use SHM (same host) or TCP");
+    case CommProtocol::kRdma: {  // UCX (the ucx transport): RDMA where there is RDMA, else its tcp / shm
+      auto base = static_cast<std::uint16_t>(env_integer("WCOMM_MESH_RDMA_BASE_PORT", 23000, 1, 65535));
+      return "ucx://" + tcp_host() + ":" + std::to_string(tcp_port_for(entity_id, base));
+    }
   }
   return {};
 }

@@ -24,10 +24,10 @@ namespace wcomm::mesh {
 namespace {
 // Comm's node_id of an entity. On one host (IPC, SHM) Comm also listens at a same-host name
 // made from the node_id, so two meshes with a worker_0 each would meet there: the id is
-// qualified with the mesh's IPC prefix. Over TCP (several hosts, maybe several prefixes) it
-// is the entity id itself.
+// qualified with the mesh's IPC prefix. Over TCP and RDMA (several hosts, maybe several
+// prefixes) it is the entity id itself.
 std::string node_id_for(const std::string& id, CommProtocol protocol, const std::string& prefix) {
-  if (protocol == CommProtocol::kTcp) return id;
+  if (protocol == CommProtocol::kTcp || protocol == CommProtocol::kRdma) return id;
   std::uint64_t h = 14695981039346656037ull;  // FNV-1a: the same in every process
   for (char c : std::filesystem::path(prefix).lexically_normal().string()) {
     h ^= static_cast<unsigned char>(c);
@@ -40,7 +40,13 @@ std::string node_id_for(const std::string& id, CommProtocol protocol, const std:
 
 // Comm's transport for a protocol: only that one (no fallback to another).
 const char* comm_transport(CommProtocol protocol) {
-  return protocol == CommProtocol::kShm ? "shm" : protocol == CommProtocol::kIpc ? "unix" : "tcp";
+  switch (protocol) {
+    case CommProtocol::kShm: return "shm";
+    case CommProtocol::kIpc: return "unix";
+    case CommProtocol::kRdma: return "ucx";
+    case CommProtocol::kTcp: break;
+  }
+  return "tcp";
 }
 
 Peer entity_peer(const std::string& id, CommProtocol protocol, const std::string& prefix) {
@@ -94,11 +100,11 @@ WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string>
     : Communicator(std::move(my_id), std::move(options.codec)), impl_(std::make_unique<Impl>()) {
   Impl& im = *impl_;
   const std::string& me = this->my_id();
-  im.endpoint = wcomm_endpoint(me, options.protocol, options.ipc_socket_path_prefix);  // RDMA throws here
+  im.endpoint = wcomm_endpoint(me, options.protocol, options.ipc_socket_path_prefix);
   im.sndhwm = options.sndhwm ? static_cast<std::size_t>(*options.sndhwm)
                              : static_cast<std::size_t>(env_integer("MSTAR_ZMQ_SNDHWM", 100000, 1, INT32_MAX));
   if (im.sndhwm == 0) im.sndhwm = 1;
-  if (options.protocol != CommProtocol::kTcp) {
+  if (options.protocol == CommProtocol::kIpc || options.protocol == CommProtocol::kShm) {
     std::error_code ec;
     std::filesystem::create_directories(options.ipc_socket_path_prefix, ec);
     if (ec)

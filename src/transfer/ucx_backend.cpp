@@ -17,6 +17,7 @@
 #include <ucp/api/ucp.h>
 
 #include "transfer/backend.h"
+#include "transport/ucx/ucp_worker.h"
 
 namespace wcomm::xfer {
 
@@ -24,7 +25,7 @@ namespace {
 
 constexpr auto kSpinAfterWork = std::chrono::microseconds(500);
 
-std::string ucs_text(ucs_status_t s) { return ucs_status_string(s); }
+std::string ucs_text(ucs_status_t s) { return transport::ucx::status_text(s); }
 
 struct UcxRemote {
   ucp_ep_h ep = nullptr;
@@ -57,30 +58,12 @@ class UcxBackend final : public Backend {
  public:
   UcxBackend(const AgentConfig& config, CompletionFn done) : done_(std::move(done)) {
     caps_.kind = BackendKind::kUcx;
-    ucp_config_t* cfg = nullptr;
-    ucs_status_t s = ucp_config_read(nullptr, nullptr, &cfg);
-    if (s != UCS_OK) { unavailable("ucp_config_read: " + ucs_text(s)); return; }
-    ucp_params_t params{};
-    params.field_mask = UCP_PARAM_FIELD_FEATURES | UCP_PARAM_FIELD_MT_WORKERS_SHARED;
-    params.features = UCP_FEATURE_RMA | UCP_FEATURE_WAKEUP;
-    params.mt_workers_shared = 1;
-    s = ucp_init(&params, cfg, &context_);
-    ucp_config_release(cfg);
-    if (s != UCS_OK) { unavailable("ucp_init: " + ucs_text(s)); return; }
-    ucp_worker_params_t wp{};
-    wp.field_mask = UCP_WORKER_PARAM_FIELD_THREAD_MODE;
-    wp.thread_mode = UCS_THREAD_MODE_SERIALIZED;  // every call holds worker_mu_
-    s = ucp_worker_create(context_, &wp, &worker_);
-    if (s != UCS_OK) { unavailable("ucp_worker_create: " + ucs_text(s)); return; }
-    ucp_address_t* addr = nullptr;
-    std::size_t len = 0;
-    s = ucp_worker_get_address(worker_, &addr, &len);
-    if (s != UCS_OK) { unavailable("ucp_worker_get_address: " + ucs_text(s)); return; }
-    address_.assign(reinterpret_cast<const char*>(addr), len);
-    ucp_worker_release_address(worker_, addr);
-    int efd = -1;
-    s = ucp_worker_get_efd(worker_, &efd);
-    if (s != UCS_OK) { unavailable("ucp_worker_get_efd: " + ucs_text(s)); return; }
+    ucx_ = std::make_unique<transport::ucx::UcpWorker>(UCP_FEATURE_RMA);
+    if (!ucx_->ok()) { unavailable(ucx_->error()); return; }
+    context_ = ucx_->context();
+    worker_ = ucx_->worker();
+    address_ = ucx_->address();
+    const int efd = ucx_->event_fd();
     wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
     epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
     epoll_event ev{};
@@ -101,18 +84,7 @@ class UcxBackend final : public Backend {
     for (auto& [begin, m] : regions_)
       if (m.owned) ucp_mem_unmap(context_, m.memh);
     for (auto& [p, a] : allocated_) ucp_mem_unmap(context_, a.first);
-    if (worker_) {
-      // Let wireup messages still in flight go out first: UCX 1.13 asserts ("got REP
-      // message") when it purges a pending wireup reply at ucp_worker_destroy. Bounded.
-      // Progress until nothing happened for 20 ms (a reply may wait for its connection).
-      const auto start = std::chrono::steady_clock::now();
-      auto last_work = start;
-      for (auto now = start; now - last_work < std::chrono::milliseconds(20) && now - start < std::chrono::milliseconds(300);
-           now = std::chrono::steady_clock::now())
-        if (ucp_worker_progress(worker_)) last_work = now;
-      ucp_worker_destroy(worker_);
-    }
-    if (context_) ucp_cleanup(context_);
+    ucx_.reset();  // drains wire-up in flight, then destroys the worker and context
     if (wake_fd_ >= 0) ::close(wake_fd_);
     if (epoll_fd_ >= 0) ::close(epoll_fd_);
   }
@@ -449,6 +421,7 @@ class UcxBackend final : public Backend {
   CompletionFn done_;
   Capabilities caps_;
   mutable std::mutex worker_mu_;
+  std::unique_ptr<transport::ucx::UcpWorker> ucx_;  // context_ and worker_ are its
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;

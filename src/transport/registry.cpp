@@ -7,16 +7,31 @@ namespace wcomm::transport {
 const Transport& tcp_transport();   // tcp/
 const Transport& unix_transport();  // unix/
 const Transport& shm_transport();   // shm/
+#ifdef WCOMM_HAVE_UCX
+const Transport& ucx_transport();   // ucx/
+#endif
 
 const Transport* find_transport(std::string_view scheme) {
   for (const Transport* t : {&tcp_transport(), &unix_transport(), &shm_transport()})
     if (t->scheme() == scheme) return t;
+#ifdef WCOMM_HAVE_UCX
+  if (scheme == "ucx") return &ucx_transport();
+#endif
   return nullptr;
 }
 
+namespace {
+std::string no_transport(const Address& address) {
+  if (address.scheme == "ucx")
+    return "no transport for address '" + address.to_string() +
+           "': this build of wcomm has no ucx transport (UCX, libucx-dev, was not found when it was built)";
+  return "no transport for address '" + address.to_string() + "'";
+}
+}  // namespace
+
 std::unique_ptr<Listener> listen(asio::io_context& io, const Address& address, const Options& options) {
   const Transport* t = find_transport(address.scheme);
-  if (!t) throw ConnectionFailedError("no transport for address '" + address.to_string() + "'");
+  if (!t) throw ConnectionFailedError(no_transport(address));
   return t->listen(io, address, options);
 }
 

@@ -35,10 +35,11 @@ const TransportCase kTransports[] = {
      [](const std::string& dir, const std::string& node) { return Address::parse("unix://@" + dir + "/" + node); }},
     {"shm", "shm",
      [](const std::string& dir, const std::string& node) { return Address::parse("shm://@" + dir + "/" + node); }},
+    {"ucx", "ucx", [](const std::string&, const std::string&) { return Address::parse("ucx://127.0.0.1:" + std::to_string(ReservedPort().port())); }},
 };
 
 // A raw byte stream over wcomm's own transport seam, for transports whose bytes do not go
-// through a socket (shm): what a misbehaving peer could write into the rings.
+// through a socket (shm, ucx): what a misbehaving peer could write into the rings or send.
 class SeamStream {
  public:
   explicit SeamStream(const Address& address) {
@@ -86,7 +87,7 @@ class RawStream {
       client_ = std::make_unique<RawClient>(address.port);
       return;
     }
-    if (address.scheme == "shm") {
+    if (address.scheme == "shm" || address.scheme == "ucx") {
       seam_ = std::make_unique<SeamStream>(address);
       return;
     }

@@ -56,10 +56,14 @@ TEST(MeshEndpoints, TransportOverride) {
 TEST(MeshEndpoints, WcommTransportEndpoints) {
   EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kShm, "/tmp/m"), "shm:///tmp/m/conductor.wcomm");
   EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kIpc, "/tmp/m"), "unix:///tmp/m/conductor.wcomm");
-  try {
-    wcomm_endpoint("conductor", CommProtocol::kRdma, "/tmp/m");
-    FAIL();
-  } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("UCX"), std::string::npos) << e.what();
+  {
+    ScopedEnv base("WCOMM_MESH_RDMA_BASE_PORT", "24000");
+    ScopedEnv host("MSTAR_ZMQ_TCP_HOST", "10.0.0.7");
+    EXPECT_EQ(wcomm_endpoint("conductor", CommProtocol::kRdma, "/tmp/m"), "ucx://10.0.0.7:24001");
+    EXPECT_EQ(wcomm_endpoint("worker_3", CommProtocol::kRdma, "/tmp/m"), "ucx://10.0.0.7:24103");
   }
+  ::unsetenv("WCOMM_MESH_RDMA_BASE_PORT");
+  EXPECT_EQ(wcomm_endpoint("api_server", CommProtocol::kRdma, "/tmp/m"), "ucx://127.0.0.1:23000");
+  ScopedEnv bad("WCOMM_MESH_RDMA_BASE_PORT", "0");
+  EXPECT_THROW(wcomm_endpoint("api_server", CommProtocol::kRdma, "/tmp/m"), InvalidArgumentError);
 }

@@ -1,5 +1,6 @@
 // At the high-water mark nothing is dropped or reordered: 10^5 messages from one process to
-// another at HWM 1, every sequence number checked by the receiver. On both backends.
+// another at HWM 1, every sequence number checked by the receiver. On both backends, and over
+// RDMA (Comm's ucx transport).
 #include <gtest/gtest.h>
 
 #include <chrono>
@@ -20,6 +21,7 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
   TempDir dir;
   ScopedEnv base("MSTAR_ZMQ_TCP_BASE_PORT", tcp_base_port());
   ScopedEnv wbase("WCOMM_MESH_TCP_BASE_PORT", tcp_base_port());
+  ScopedEnv rbase("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
   // 10^5 in the Release pass (the figure); sanitizer builds check 2 x 10^4.
   const std::string n = wcomm::testing::kSanitized ? "20000" : "100000";
   const std::string backend = GetParam().backend, protocol = protocol_arg(GetParam().protocol);
@@ -34,7 +36,8 @@ TEST_P(MeshHwmOrder, HundredThousandInOrder) {
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshHwmOrder,
                          ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"zmq", CommProtocol::kTcp},
-                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp}),
+                                           BackendCase{"wcomm", CommProtocol::kShm}, BackendCase{"wcomm", CommProtocol::kTcp},
+                                           BackendCase{"wcomm", CommProtocol::kRdma}),
                          [](const auto& info) {
                            return std::string(info.param.backend) + "_" + protocol_name(info.param.protocol);
                          });

@@ -31,6 +31,7 @@ TEST_P(MeshStall, OutboxCompletes) {
   TempDir dir;
   ScopedEnv base("MSTAR_ZMQ_TCP_BASE_PORT", tcp_base_port());
   ScopedEnv wbase("WCOMM_MESH_TCP_BASE_PORT", tcp_base_port());
+  ScopedEnv rbase("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
   auto [a, b] = start(dir, "outbox", 2000);
   ASSERT_EQ(a.wait_for(60s), 0) << a.output();
   ASSERT_EQ(b.wait_for(60s), 0) << b.output();
@@ -42,6 +43,7 @@ TEST_P(MeshStall, BlockingSendsStall) {
   TempDir dir;
   ScopedEnv base("MSTAR_ZMQ_TCP_BASE_PORT", tcp_base_port());
   ScopedEnv wbase("WCOMM_MESH_TCP_BASE_PORT", tcp_base_port());
+  ScopedEnv rbase("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
   auto [a, b] = start(dir, "blocking", 2000);
   // Neither can finish: each waits in send for the other, which waits in send too. After 3 s
   // without an exit, both must be sleeping (blocked, not busy) with sends still to make.
@@ -56,7 +58,11 @@ TEST_P(MeshStall, BlockingSendsStall) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshStall,
-                         ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"wcomm", CommProtocol::kShm}),
-                         [](const auto& info) { return std::string(info.param.backend); });
+                         ::testing::Values(BackendCase{"zmq", CommProtocol::kIpc}, BackendCase{"wcomm", CommProtocol::kShm},
+                                           BackendCase{"wcomm", CommProtocol::kRdma}),
+                         [](const auto& info) {
+                           const std::string name = info.param.backend;
+                           return info.param.protocol == CommProtocol::kRdma ? name + "_RDMA" : name;
+                         });
 
 }  // namespace

@@ -41,6 +41,20 @@ std::unique_ptr<Communicator> make_wcomm(const std::string& prefix, const std::s
   return std::make_unique<WcommCommunicator>(me, push, o);
 }
 
+// RDMA: the wcomm backend over the ucx transport. Its entities listen on ports counted from
+// WCOMM_MESH_RDMA_BASE_PORT, picked once for this process (a test's entities must agree).
+std::unique_ptr<Communicator> make_wcomm_rdma(const std::string& prefix, const std::string& me,
+                                              std::vector<std::string> push, int hwm) {
+  static const bool based = [] { return ::setenv("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port().c_str(), 1) == 0; }();
+  (void)based;
+  WcommOptions o{.protocol = CommProtocol::kRdma, .ipc_socket_path_prefix = prefix};
+  if (hwm) {
+    o.sndhwm = hwm;
+    o.max_inbox_messages = static_cast<std::size_t>(hwm);
+  }
+  return std::make_unique<WcommCommunicator>(me, push, o);
+}
+
 struct Backend {
   const char* name;
   Factory make;
@@ -119,16 +133,34 @@ TEST_P(MeshCallSites, TrySendSaysFalseAtTheHighWaterMark) {
 }
 
 INSTANTIATE_TEST_SUITE_P(Backends, MeshCallSites,
-                         ::testing::Values(Backend{"zmq", &make_zmq}, Backend{"wcomm", &make_wcomm}),
+                         ::testing::Values(Backend{"zmq", &make_zmq}, Backend{"wcomm", &make_wcomm},
+                                           Backend{"wcomm_rdma", &make_wcomm_rdma}),
                          [](const auto& info) { return std::string(info.param.name); });
 
-TEST(MeshWcomm, RdmaNamesWhatIsMissing) {
+TEST(MeshWcomm, RdmaRunsOverTheUcxTransport) {
+  TempDir dir;
+  ScopedEnv base("WCOMM_MESH_RDMA_BASE_PORT", tcp_base_port());
+  WcommCommunicator a("worker_0", {"worker_1"}, {.protocol = CommProtocol::kRdma, .ipc_socket_path_prefix = ipc_prefix(dir)});
+  WcommCommunicator b("worker_1", {"worker_0"}, {.protocol = CommProtocol::kRdma, .ipc_socket_path_prefix = ipc_prefix(dir)});
+  EXPECT_EQ(a.endpoint().rfind("ucx://127.0.0.1:", 0), 0u) << a.endpoint();
+  a.send("worker_1", Dict{{"n", 1}});
+  b.send("worker_0", Dict{{"n", 2}});
+  auto got_b = b.get_all_new_messages(true, 20.0);
+  auto got_a = a.get_all_new_messages(true, 20.0);
+  ASSERT_EQ(got_b.size(), 1u);
+  ASSERT_EQ(got_a.size(), 1u);
+  EXPECT_EQ(got_b[0], Value(Dict{{"n", 1}}));
+  EXPECT_EQ(got_a[0], Value(Dict{{"n", 2}}));
+}
+
+TEST(MeshZmq, RdmaIsRefusedNamingTheWcommBackend) {
   TempDir dir;
   try {
-    WcommCommunicator c("worker_0", {}, {.protocol = CommProtocol::kRdma, .ipc_socket_path_prefix = ipc_prefix(dir)});
+    ZmqCommunicator c("worker_0", {}, {.protocol = CommProtocol::kRdma, .ipc_socket_path_prefix = ipc_prefix(dir)});
     FAIL();
   } catch (const InvalidArgumentError& e) {
-    EXPECT_NE(std::string(e.what()).find("UCX"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("no RDMA transport"), std::string::npos) << e.what();
+    EXPECT_NE(std::string(e.what()).find("wcomm transport for SHM and RDMA"), std::string::npos) << e.what();
   }
 }
 

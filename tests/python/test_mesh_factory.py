@@ -1,10 +1,11 @@
-"""make_communicator's choice (MSTAR_RUST_ZMQ / WCOMM_MESH_NATIVE, transport=, SHM), the
+"""make_communicator's choice (MSTAR_RUST_ZMQ / WCOMM_MESH_NATIVE, transport=, SHM, RDMA), the
 version warning, and the errors for bad input."""
 import logging
 
 import pytest
 
 import wireless_comm.mesh as mesh
+from helpers import free_port_pair
 from wireless_comm.mesh import (DEPLOYMENT_ANCHOR_ENTITY, CommProtocol, NativeZMQCommunicator, WcommCommunicator,
                                 ZMQCommunicator, make_communicator, requested_transport)
 
@@ -53,11 +54,26 @@ def test_wcomm_transport_by_name_or_shm(prefix):
     c.close()
 
 
-def test_rdma_names_what_is_missing(prefix):
-    with pytest.raises(ValueError, match="UCX"):
-        make_communicator("worker_0", [], CommProtocol.RDMA, prefix, transport="wcomm")
-    with pytest.raises(NotImplementedError):
+def test_rdma_is_the_wcomm_transport_over_ucx(monkeypatch, prefix):
+    monkeypatch.setenv("WCOMM_MESH_RDMA_BASE_PORT", str(free_port_pair() - 100))  # worker_0, worker_1
+    a = make_communicator("worker_0", ["worker_1"], CommProtocol.RDMA, prefix)
+    b = make_communicator("worker_1", ["worker_0"], protocol=CommProtocol.RDMA, ipc_socket_path_prefix=prefix)
+    try:
+        assert type(a) is WcommCommunicator and a.endpoint.startswith("ucx://127.0.0.1:")
+        a.send("worker_1", {"n": 1, "blob": b"x" * (1 << 20)})
+        b.send("worker_0", ("back", 2))
+        assert b.get_all_new_messages(blocking=True, timeout_s=20) == [{"n": 1, "blob": b"x" * (1 << 20)}]
+        assert a.get_all_new_messages(blocking=True, timeout_s=20) == [("back", 2)]
+    finally:
+        a.close()
+        b.close()
+
+
+def test_zeromq_refuses_rdma(prefix):
+    with pytest.raises(NotImplementedError, match="no RDMA transport.*wcomm transport serves SHM and RDMA"):
         ZMQCommunicator("worker_0", [], CommProtocol.RDMA, prefix)
+    with pytest.raises(NotImplementedError, match="no RDMA transport"):
+        make_communicator("worker_0", [], CommProtocol.RDMA, prefix, transport="zmq")
 
 
 def test_version_mismatch_warns(monkeypatch, prefix, caplog):

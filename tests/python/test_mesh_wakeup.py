@@ -7,14 +7,24 @@ import time
 
 import pytest
 
+from helpers import free_port_pair
 from mesh_util import BACKENDS, protocol_for
 from wireless_comm.mesh import (CommProtocol, EventWakeup, NativeZMQCommunicator, OutboxCommunicator,
                                 WcommCommunicator, ZMQCommunicator)
 
 
+# wcomm_rdma: the wcomm backend over CommProtocol.RDMA (wcomm's ucx transport).
+WITH_RDMA = BACKENDS + ["wcomm_rdma"]
+
+
+@pytest.fixture(autouse=True)
+def rdma_ports(monkeypatch):
+    monkeypatch.setenv("WCOMM_MESH_RDMA_BASE_PORT", str(free_port_pair() - 100))  # worker_0, worker_1
+
+
 def make(backend, tmp_path, me, push, hwm=None):
     prefix = str(tmp_path / "ipc") + "/"
-    protocol = CommProtocol(protocol_for(backend))
+    protocol = CommProtocol.RDMA if backend == "wcomm_rdma" else CommProtocol(protocol_for(backend))
     if backend == "pyzmq":
         return ZMQCommunicator(me, push, protocol, prefix)
     kwargs = {"sndhwm": hwm, "rcvhwm": hwm} if hwm else {}
@@ -22,7 +32,7 @@ def make(backend, tmp_path, me, push, hwm=None):
     return cls(me, push, protocol, prefix, **kwargs)
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WITH_RDMA)
 def test_event_wakeup_ends_poll_early(tmp_path, backend):
     c = make(backend, tmp_path, "worker_0", [])
     event = EventWakeup()
@@ -46,7 +56,7 @@ def test_event_wakeup_ends_poll_early(tmp_path, backend):
     c.close()
 
 
-@pytest.mark.parametrize("backend", BACKENDS)
+@pytest.mark.parametrize("backend", WITH_RDMA)
 def test_poll_then_get(tmp_path, backend):
     a = make(backend, tmp_path, "worker_0", ["worker_1"])
     b = make(backend, tmp_path, "worker_1", ["worker_0"])
@@ -63,7 +73,7 @@ def test_poll_then_get(tmp_path, backend):
     b.close()
 
 
-@pytest.mark.parametrize("backend", ["native", "wcomm"])
+@pytest.mark.parametrize("backend", ["native", "wcomm", "wcomm_rdma"])
 def test_outbox_queues_at_the_high_water_mark_and_drains_in_order(tmp_path, backend):
     a = make(backend, tmp_path, "worker_0", ["worker_1"], hwm=1)
     taken = 0

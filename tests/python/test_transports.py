@@ -4,13 +4,15 @@ one host by default)."""
 
 from __future__ import annotations
 
+import asyncio
 import os
 import subprocess
 
 import pytest
 import torch
 
-from wireless_comm import Comm, CommConfig, CommOptions, ConnectionFailedError, Peer, TlsConfig
+from wireless_comm import (Comm, CommConfig, CommOptions, ConnectionClosedError, ConnectionFailedError, Peer,
+                           TlsConfig)
 
 from helpers import REPO, free_port, run
 
@@ -37,6 +39,31 @@ def test_each_transport_moves_a_tensor_and_stats_name_it(transport, path):
             assert peer["connected"] is True
             assert peer["transport"] == ("shm" if transport == "auto" else transport)
             assert peer["payload_path"] == path
+        finally:
+            await a.close()
+            await b.close()
+
+    run(main())
+
+
+def test_ucx_addresses_carry_a_64_mib_tensor_and_a_closed_peer_is_a_typed_error():
+    async def main():
+        pa = Peer("node-a", addresses=[f"ucx://127.0.0.1:{free_port()}"], transport="ucx")
+        pb = Peer("node-b", addresses=[f"ucx://127.0.0.1:{free_port()}"], transport="ucx")
+        config = CommConfig(max_message_bytes=256 << 20)
+        a = await Comm.create(local=pa, peers=[pb], config=config)
+        b = await Comm.create(local=pb, peers=[pa], config=config)
+        try:
+            t = torch.arange(16 << 20, dtype=torch.int32)  # 64 MiB
+            await a.send({"t": t}, a.peer("node-b"))
+            got, _ = await b.recv(b.peer("node-a"), CommOptions(timeout=20))
+            assert torch.equal(got["t"], t)
+            assert a.stats()["peers"]["node-b"]["transport"] == "ucx"
+            waiting = asyncio.ensure_future(b.recv(b.peer("node-a")))  # only node-a's end can end it
+            await asyncio.sleep(0.2)  # posted before the close
+            await a.close()
+            with pytest.raises(ConnectionClosedError):
+                await asyncio.wait_for(waiting, 20)
         finally:
             await a.close()
             await b.close()

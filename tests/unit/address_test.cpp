@@ -40,7 +40,8 @@ TEST(Address, ParsesEachForm) {
 }
 
 TEST(Address, PrintsWhatItParses) {
-  for (const char* text : {"tcp://192.0.2.11:9000", "tcp://[::1]:9001", "unix:///tmp/x.sock", "unix://@name"})
+  for (const char* text : {"tcp://192.0.2.11:9000", "tcp://[::1]:9001", "unix:///tmp/x.sock", "unix://@name",
+                           "ucx://192.0.2.11:23000", "ucx://[::1]:23001"})
     EXPECT_EQ(Address::parse(text).to_string(), text);
   EXPECT_EQ(Address::tcp("127.0.0.1", 5).to_string(), "tcp://127.0.0.1:5");
 }
@@ -54,6 +55,8 @@ TEST(Address, BadAddressesNameTheTextAndTheProblem) {
   EXPECT_NE(address_error("tcp://h:x1").find("'x1'"), std::string::npos);
   EXPECT_NE(address_error("tcp://::1:9").find("[brackets]"), std::string::npos);
   EXPECT_NE(address_error("tcp://h:0").find("port 0"), std::string::npos);
+  EXPECT_NE(address_error("ucx://h").find("no port"), std::string::npos);
+  EXPECT_NE(address_error("ucx://h:1/x").find("'1/x'"), std::string::npos);
   EXPECT_EQ(Address::parse("tcp://h:0", /*allow_port_zero=*/true).port, 0);
   EXPECT_NE(address_error("unix://relative/path").find("absolute"), std::string::npos);
   EXPECT_NE(address_error("unix://@").find("empty abstract"), std::string::npos);

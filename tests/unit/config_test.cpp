@@ -575,8 +575,8 @@ TEST(ParseNodeConfig, TransportForTheCommAndPerPeer) {
   const NodeConfig c = parse_node_config(kLocal + kPeers + "    transport: tcp\n");
   EXPECT_EQ(c.peers.at(0).transport, "tcp");
   EXPECT_HAS(comm_error("  transport: udp\n"), "comm.transport");
-  EXPECT_HAS(comm_error("  transport: udp\n"), "must be one of auto, shm, unix, tcp, got 'udp'");
-  EXPECT_HAS(parse_error(kLocal + kPeers + "    transport: udp\n"), "expected one of auto, shm, unix, tcp, got 'udp'");
+  EXPECT_HAS(comm_error("  transport: udp\n"), "must be one of auto, shm, unix, tcp, ucx, got 'udp'");
+  EXPECT_HAS(parse_error(kLocal + kPeers + "    transport: udp\n"), "expected one of auto, shm, unix, tcp, ucx, got 'udp'");
   EXPECT_HAS(parse_error(kLocal + "  transport: tcp\n" + kPeers), "unknown fields in local: transport");
 }
 

@@ -27,8 +27,11 @@ std::uint16_t tcp_port_for(std::string_view entity_id, std::uint16_t base);
 std::string zmq_endpoint(std::string_view entity_id, CommProtocol protocol, std::string_view ipc_prefix);
 
 // The wcomm transport's address of an entity (wcomm/address.h form): IPC the Unix socket
-// unix://{prefix}/{id}.wcomm, SHM shared memory set up there (shm://{prefix}/{id}.wcomm); TCP tcp://{MSTAR_ZMQ_TCP_HOST}:{port}, the ports
-// counted from WCOMM_MESH_TCP_BASE_PORT (default 21000, away from a pyzmq mesh's).
+// unix://{prefix}/{id}.wcomm, SHM shared memory set up there (shm://{prefix}/{id}.wcomm); TCP
+// tcp://{MSTAR_ZMQ_TCP_HOST}:{port}, the ports counted from WCOMM_MESH_TCP_BASE_PORT (default
+// 21000, away from a pyzmq mesh's); RDMA ucx://{MSTAR_ZMQ_TCP_HOST}:{port} (the ucx
+// transport: UCX, over RDMA where there is RDMA), the ports as TCP's but counted from
+// WCOMM_MESH_RDMA_BASE_PORT (default 23000).
 std::string wcomm_endpoint(std::string_view entity_id, CommProtocol protocol, std::string_view ipc_prefix);
 
 // Reads an integer environment variable; `fallback` when unset, InvalidArgumentError naming

@@ -1,5 +1,6 @@
-// WcommCommunicator: the mesh over wcomm's own Comm (Unix sockets on one host, TCP between
-// hosts), for speed where every entity runs wcomm. Not wire-compatible with pyzmq.
+// WcommCommunicator: the mesh over wcomm's own Comm (shared memory or Unix sockets on one
+// host, TCP or UCX between hosts), for speed where every entity runs wcomm. Not
+// wire-compatible with pyzmq.
 #pragma once
 
 #include <memory>
@@ -13,9 +14,9 @@
 namespace wcomm::mesh {
 
 struct WcommOptions {
-  // SHM and IPC: a Unix socket per entity (shared-memory rings when wcomm's same-host
-  // transport lands); TCP: loopback or LAN. RDMA: InvalidArgumentError until the transfer
-  // engine's UCX path exists.
+  // SHM: shared-memory rings (set up over a Unix socket per entity); IPC: a Unix socket per
+  // entity; TCP: loopback or LAN; RDMA: wcomm's ucx transport (UCX: RDMA where there is
+  // RDMA, else its tcp and shared-memory transports). Only that transport, never a fallback.
   CommProtocol protocol = CommProtocol::kShm;
   std::string ipc_socket_path_prefix = std::string(kDefaultIpcPrefix);
   std::shared_ptr<const Codec> codec = {};  // none: PickleCodec
