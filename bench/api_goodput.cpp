@@ -33,14 +33,18 @@ int main(int argc, char** argv) {
   return run_comm_pair(
       transport, config,
       [&](wcomm::Comm& comm, const wcomm::Peer& peer) {  // receiver
+        comm.recv(peer).get();  // the sender's hello: it has connected (this side only listens)
         if (plain_recv) {
+          comm.send(wcomm::Value("ready"), peer).get();
           for (std::uint64_t i = 0; i < count + kWarmUp; ++i) comm.recv(peer).get();
           comm.send(wcomm::Value("done"), peer).get();
           return;
         }
-        // `ahead` destinations in turn, each given to a recv_into posted `ahead` messages early
-        // (a message that arrives before its recv_into is received into fresh storage and
-        // copied over; once one has, every later one does: the inbox never empties).
+        // `ahead` destinations in turn, each given to a recv_into posted `ahead` messages early;
+        // the first `ahead` before the sender starts. A message that arrives before its
+        // recv_into is received into fresh storage and copied over; once one has, every later
+        // one does (the inbox never empties): with more posted ahead than the sender keeps in
+        // flight (kInFlight), none does.
         std::vector<wcomm::Tensor> into;
         for (std::uint64_t i = 0; i < ahead; ++i) into.push_back(wcomm::Tensor::zeros(wcomm::DType::kUInt8, {std::int64_t(bytes)}));
         std::deque<wcomm::Future<wcomm::Received>> posted;
@@ -50,12 +54,15 @@ int main(int argc, char** argv) {
             posted.pop_front();
           }
           posted.push_back(comm.recv_into(peer, {into[i % ahead]}));
+          if (i + 1 == std::min(ahead, count + kWarmUp)) comm.send(wcomm::Value("ready"), peer).get();
         }
         for (auto& f : posted) f.get();
         comm.send(wcomm::Value("done"), peer).get();
       },
       [&](wcomm::Comm& comm, const wcomm::Peer& peer) {  // sender
         wcomm::Tensor payload = wcomm::Tensor::zeros(wcomm::DType::kUInt8, {std::int64_t(bytes)});
+        comm.send(wcomm::Value("hello"), peer).get();
+        comm.recv(peer).get();  // ready: the receiver's first recvs are posted
         // Warm-up: the connection, and the receiver's pages for as many messages as are in
         // flight at once (each has its own storage until received; later ones reuse it).
         std::vector<wcomm::Future<wcomm::SendResult>> warm_up;

@@ -15,9 +15,12 @@
 namespace wcomm::testing {
 namespace {
 
-// A pair whose connection is up (so that a recv has a connection to read).
-Pair connected_pair(CommConfig config_b = {}) {
-  auto p = make_pair({}, config_b);
+// A pair whose connection is up (so that a recv has a connection to read). transport: both
+// sides' CommConfig::transport ("auto": a same-host pair is upgraded to shm).
+Pair connected_pair(CommConfig config_b = {}, const std::string& transport = "auto") {
+  CommConfig config_a;
+  config_a.transport = config_b.transport = transport;
+  auto p = make_pair(config_a, config_b);
   wait_value(p.a->send(Value("hello"), p.a->peer("node-b")));
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("hello"));
   return p;
@@ -188,8 +191,9 @@ struct Reads {
 };
 
 // A message sent 100 ms after node-b (busy polling for `us`) blocked in recv: how node-b read it.
-Reads reads_of_one_message(std::uint64_t us) {
-  auto p = connected_pair(busy_polling(us));
+Reads reads_of_one_message(std::uint64_t us, const std::string& transport = "auto") {
+  auto p = connected_pair(busy_polling(us), transport);
+  EXPECT_EQ(p.b->stats().peers.at("node-a").transport, transport == "auto" ? "shm" : transport);
   const auto before = p.b->stats();
   auto got = on_blocked_thread([&] { return p.b->recv(p.b->peer("node-a")).get(); });
   wait_value(p.a->send(Value("m"), p.a->peer("node-b")));
@@ -207,6 +211,16 @@ TEST(CommBusyPoll, MessageWithinTheWindowIsReadWithoutSleeping) {
   const Reads r = reads_of_one_message(1'000'000);
   EXPECT_EQ(r.by_receivers, 1u);
   EXPECT_EQ(r.busy_polling, 1u);
+}
+
+// Busy polling reads the message on every same-host transport.
+TEST(CommBusyPoll, EveryTransportReadsWithinTheWindowWithoutSleeping) {
+  for (const char* transport : {"tcp", "unix", "shm"}) {
+    SCOPED_TRACE(transport);
+    const Reads r = reads_of_one_message(1'000'000, transport);
+    EXPECT_EQ(r.by_receivers, 1u);
+    EXPECT_EQ(r.busy_polling, 1u);
+  }
 }
 
 TEST(CommBusyPoll, MessageAfterTheWindowIsReadAsleep) {
