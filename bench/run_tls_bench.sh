@@ -26,24 +26,30 @@ gb() { "$python" -c 'import json,sys; print(json.loads(sys.stdin.read().strip().
 : >"$work/figures"
 for t in $(seq "$trials"); do
   tls=$("$build/bench/api_goodput" "$bytes" "$count" tls | gb)
+  # recv_into posted ahead of the sender's 4 in flight, as the reference reads into a buffer
+  # that is always ready: no message lands in fresh storage to be copied over.
+  tls_ahead=$("$build/bench/api_goodput" "$bytes" "$count" tls 5 | gb)
   tcp=$("$build/bench/api_goodput" "$bytes" "$count" tcp | gb)
   ref=$("$build/bench/tls_bulk_reference" "$work/certs" "$bytes" "$count" | gb)
   raw=$("$build/bench/raw_tcp_bulk" "$bytes" "$count" | gb)
-  echo "$tls $tcp $ref $raw" >>"$work/figures"
-  echo "run_tls_bench: turn $t: wcomm tls $tls, wcomm tcp $tcp, openssl $ref, raw tcp $raw GB/s" >&2
+  echo "$tls $tcp $ref $raw $tls_ahead" >>"$work/figures"
+  echo "run_tls_bench: turn $t: wcomm tls $tls (posted ahead $tls_ahead), wcomm tcp $tcp, openssl $ref, raw tcp $raw GB/s" >&2
 done
 "$python" - "$work/figures" "$(cat /proc/loadavg)" <<'PY'
 import statistics, sys
 rows = [list(map(float, l.split())) for l in open(sys.argv[1]) if l.strip()]
 med = lambda xs: statistics.median(xs)
-tls, tcp, ref, raw = (med([r[i] for r in rows]) for i in range(4))
+tls, tcp, ref, raw, tls_ahead = (med([r[i] for r in rows]) for i in range(5))
 print("| figure (64 MiB messages, GB/s, median of %d turns) | value |" % len(rows))
 print("|---|---|")
 print("| wcomm over TLS (AES-128-GCM) | %.3f |" % tls)
+print("| wcomm over TLS, recv_into posted 5 ahead | %.3f |" % tls_ahead)
 print("| wcomm over plain TCP | %.3f |" % tcp)
 print("| plain OpenSSL TLS 1.3 reference (same cipher) | %.3f |" % ref)
 print("| raw TCP | %.3f |" % raw)
 print("| TLS / plain TCP (target >= 0.7) | %.2f |" % med([r[0] / r[1] for r in rows]))
 print("| TLS / OpenSSL reference (target >= 0.9) | %.2f |" % med([r[0] / r[2] for r in rows]))
+print("| TLS, posted ahead / OpenSSL reference (like for like) | %.2f |" % med([r[4] / r[2] for r in rows]))
+print("| OpenSSL reference / plain TCP (the ceiling of the 0.7 target) | %.2f |" % med([r[2] / r[1] for r in rows]))
 print("load average at the end: %s" % sys.argv[2])
 PY

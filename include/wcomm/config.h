@@ -60,6 +60,7 @@ struct CommConfig {
   // Chunked frames (wcomm; negotiated, a V0.1 peer never sees them): a message larger than
   // this is written in chunks of this many bytes, between which smaller or more urgent
   // messages to the same peer go out (CommOptions::priority). 0: never chunk. 4 KiB .. 64 MiB.
+  // Over the same-host transports (shm, unix) a chunk is at least 16 MiB.
   std::uint64_t chunk_bytes = 256ull << 10;
   // TCP_NOTSENT_LOWAT on TCP connections: the kernel holds at most about this many unsent
   // bytes per connection, so a new urgent message waits behind little. Smaller is more

@@ -140,6 +140,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   const std::string& peer_incarnation() const { return peer_incarnation_; }
   bool acks() const { return acks_; }  // both sides listed "ack"
   bool chunks() const { return chunks_; }  // both sides listed "chunks"
+  // How large this connection's chunks are (0: messages go whole). On one host (shm, unix) at
+  // least kSameHostChunkBytes: such a link moves CommConfig::chunk_bytes in microseconds, so
+  // small chunks buy no responsiveness there, only a hand-off per chunk (over shm, each chunk
+  // is a cross-memory-attach read the writer waits for: 64 MiB went at half speed).
+  std::uint64_t chunk_bytes() const { return chunk_bytes_; }
+  static constexpr std::uint64_t kSameHostChunkBytes = 16ull << 20;
   bool zstd() const { return zstd_; }      // both sides listed "zstd" (and "chunks")
   bool is_tcp() const { return transport_name() == "tcp"; }
   // The link's measured drain rate for bulk writes (bytes/s; 0 until measured), for
@@ -202,6 +208,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool heartbeats_ = false;                 // negotiated
   bool acks_ = false;                       // negotiated
   bool chunks_ = false, zstd_ = false;      // negotiated
+  std::uint64_t chunk_bytes_ = 0;           // set with the handshake: chunk_bytes()
   LinkRate link_rate_;
   std::vector<std::uint64_t> pending_acks_;  // loop only
   Clock::duration silence_limit_{};         // 3 x the longer of the two heartbeat intervals

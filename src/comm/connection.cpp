@@ -71,6 +71,11 @@ void Connection::finish_handshake(std::optional<Error> error) {
   stream_->stop_waiting_readable();
   established_ = true;
   zstd_ = zstd_ && chunks_;  // compression travels in chunks only
+  if (chunks_) {
+    const std::string transport = transport_name();
+    chunk_bytes_ = impl_.spec.comm.chunk_bytes;
+    if (transport == "shm" || transport == "unix") chunk_bytes_ = std::max(chunk_bytes_, kSameHostChunkBytes);
+  }
   reader_.set_extensions(chunks_, zstd_, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");
   auto done = std::move(handshake_done_);

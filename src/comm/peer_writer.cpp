@@ -60,8 +60,8 @@ void PeerState::pump_queue() {
     connection->mark_used();
     // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
     std::uint8_t flags = message->wants_ack && connection->acks() ? kFlagAckRequested : 0;
-    const std::uint64_t chunk = impl_.spec.comm.chunk_bytes;
-    if (connection->chunks() && chunk > 0 && message->frame.payload_bytes > chunk) {
+    const std::uint64_t chunk = connection->chunk_bytes();
+    if (chunk > 0 && message->frame.payload_bytes > chunk) {
       message->chunked = true;
       message->stream_connection = connection;
       flags |= kFlagChunked;
@@ -95,7 +95,7 @@ void PeerState::start_unit(const std::shared_ptr<OutMessage>& message, Connectio
 void PeerState::build_chunk(Unit& unit, Connection& connection) {
   OutMessage& m = *unit.message;
   if (m.payload_sent == 0) unit.buffers.emplace_back(m.frame.head.data(), m.frame.head.size());
-  const std::uint64_t n = std::min(impl_.spec.comm.chunk_bytes, m.frame.payload_bytes - m.payload_sent);
+  const std::uint64_t n = std::min(connection.chunk_bytes(), m.frame.payload_bytes - m.payload_sent);
   auto payload = slice_buffers(m.payload_gather(), m.payload_sent, n);
   FrameHeader h;
   h.kind = FrameKind::kChunk;

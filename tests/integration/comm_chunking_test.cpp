@@ -53,6 +53,28 @@ TEST(CommChunking, ALargeMessageGoesInChunksStraightIntoTheDestination) {
   EXPECT_EQ(p.a->stats().chunks_sent, 64u);  // 1 MiB in 16 KiB chunks
 }
 
+// On one host (shm, unix) a chunk is at least 16 MiB, whatever chunk_bytes says: small chunks
+// buy nothing on such a link and halved shm's goodput (a cross-memory-attach read per chunk).
+TEST(CommChunking, OnOneHostChunksAreAtLeastSixteenMiB) {
+  for (const char* transport : {"shm", "unix", "tcp"}) {
+    SCOPED_TRACE(transport);
+    CommConfig c = tcp_config(256 << 10);
+    c.transport = transport;
+    auto p = make_pair(c, c);
+    Tensor sent = pattern_tensor(40 << 20, 11);
+    auto recv = p.b->recv(p.b->peer("node-a"));
+    wait_value(p.a->send(sent, p.a->peer("node-b")));
+    auto got = wait_value(std::move(recv));
+    const Tensor& t = std::get<Tensor>(got.value.variant());
+    ASSERT_EQ(t.nbytes(), sent.nbytes());
+    EXPECT_EQ(std::memcmp(t.data(), sent.data(), sent.nbytes()), 0);
+    EXPECT_EQ(p.a->stats().peers.at("node-b").transport, transport);
+    EXPECT_EQ(p.a->stats().messages_chunked, 1u);
+    // 40 MiB: three chunks of at most 16 MiB on one host, 160 of 256 KiB over TCP.
+    EXPECT_EQ(p.a->stats().chunks_sent, std::string(transport) == "tcp" ? 160u : 3u);
+  }
+}
+
 TEST(CommChunking, ASmallMessageOvertakesABulkTransferOnAnotherTag) {
   // 4 MiB at 8 MiB/s take about half a second; the small message must not wait for them.
   for (bool chunked : {true, false}) {
