@@ -176,18 +176,13 @@ class ShmConnection final : public Connection {
   Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
     if (!sleep_if_idle()) return Wait::kReadable;
     bool sleeping = true;
-    timespec timeout{};
-    if (deadline != Clock::time_point::max()) {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
-      if (left <= 0) {
-        wake_up(sleeping);
-        return Wait::kDeadline;
-      }
-      timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
-      timeout.tv_nsec = static_cast<long>(left % 1'000'000'000);
+    const PollTimeout timeout(deadline);
+    if (timeout.passed()) {
+      wake_up(sleeping);
+      return Wait::kDeadline;
     }
     pollfd fds[3] = {{e_->in_data.get(), POLLIN, 0}, {e_->socket.get(), POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 3, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
+    const int ready = ::ppoll(fds, 3, timeout.get(), nullptr);
     wake_up(sleeping, ready > 0 && fds[1].revents);
     if (ready > 0 && fds[2].revents) {
       waker.clear();

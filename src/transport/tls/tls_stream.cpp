@@ -191,15 +191,10 @@ class TlsStream final : public Connection {
   Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
     // Bytes OpenSSL already decrypted are not on the socket any more.
     if (decrypted_waiting()) return Wait::kReadable;
-    timespec timeout{};
-    if (deadline != Clock::time_point::max()) {
-      const auto left = std::chrono::duration_cast<std::chrono::nanoseconds>(deadline - Clock::now()).count();
-      if (left <= 0) return Wait::kDeadline;
-      timeout.tv_sec = static_cast<time_t>(left / 1'000'000'000);
-      timeout.tv_nsec = static_cast<long>(left % 1'000'000'000);
-    }
+    const PollTimeout timeout(deadline);
+    if (timeout.passed()) return Wait::kDeadline;
     pollfd fds[2] = {{bio_state_.fd, POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 2, deadline == Clock::time_point::max() ? nullptr : &timeout, nullptr);
+    const int ready = ::ppoll(fds, 2, timeout.get(), nullptr);
     if (ready > 0 && fds[1].revents) {
       waker.clear();
       if (!fds[0].revents) return Wait::kWoken;
