@@ -139,8 +139,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // The peer's incarnation (a wcomm peer's HELLO / HELLO_ACK says it; empty for V0.1).
   const std::string& peer_incarnation() const { return peer_incarnation_; }
   bool acks() const { return acks_; }  // both sides listed "ack"
-  bool chunks() const { return chunks_; }  // both sides listed "chunks"
-  // How large this connection's chunks are (0: messages go whole). On one host (shm, unix) at
+  // How large this connection's chunks are (0: messages go whole: a side did not list
+  // "chunks", or CommConfig::chunk_bytes is 0). On one host (shm, unix) at
   // least kSameHostChunkBytes: such a link moves CommConfig::chunk_bytes in microseconds, so
   // small chunks buy no responsiveness there, only a hand-off per chunk (over shm, each chunk
   // is a cross-memory-attach read the writer waits for: 64 MiB went at half speed).

@@ -222,13 +222,13 @@ class UcxBackend final : public Backend {
   }
 
   // Under worker_mu_: completes a new endpoint's wireup with the remote's worker before any
-  // transfer starts (a one-byte read that needs the remote's answer). UCX 1.13 aborts a process whose worker still holds a
-  // wireup reply when the remote dies ("got REP message", openucx/ucx#8175, fixed after 1.13):
-  // with the wireup done first, a remote that dies while our transfers are in flight only
-  // fails them. Bounded: a remote that does not answer fails the connect.
+  // transfer starts. UCX 1.13 aborts a process whose worker still holds a wireup reply when
+  // the remote dies ("got REP message", openucx/ucx#8175, fixed after 1.13): with the wireup
+  // done first, a remote that dies while our transfers are in flight only fails them.
+  // Bounded: a remote that does not answer fails the connect.
   Status finish_wireup(UcxRemote& state, const std::string& name) {
     ucp_request_param_t p{};
-    // A one-byte read of the remote's memory needs its answer, so the remote's side of the
+    // A one-byte read of the remote's memory needs the remote's answer, so its side of the
     // connection is up too; with no region to read, a flush.
     ucs_status_ptr_t req = state.rkeys.empty() ? ucp_ep_flush_nbx(state.ep, &p)
                                                : ucp_get_nbx(state.ep, &wireup_probe_sink, 1, state.rkeys.front().first.addr,

@@ -213,7 +213,7 @@ TEST(CommBusyPoll, MessageWithinTheWindowIsReadWithoutSleeping) {
   EXPECT_EQ(r.busy_polling, 1u);
 }
 
-// Busy polling reads the message on every same-host transport.
+// Busy polling reads the message over each transport a same-host pair can use.
 TEST(CommBusyPoll, EveryTransportReadsWithinTheWindowWithoutSleeping) {
   for (const char* transport : {"tcp", "unix", "shm"}) {
     SCOPED_TRACE(transport);

@@ -1,7 +1,8 @@
 // A soak of sessions: 16 peers in 4 processes exchange checksummed messages of random sizes
 // (0 to 4 MiB) and tags while the test SIGKILLs and restarts processes. Every message must be
 // delivered once, in order per (peer, tag), or fail with an error; no send may hang; RSS stays
-// flat. 30 s in CI (12 s under sanitizers); WCOMM_SOAK_SECONDS=600 (scripts/test.sh with WCOMM_LONG_TESTS=1) for 10 min.
+// flat. 30 s in CI (12 s under sanitizers); WCOMM_SOAK_SECONDS=600 (scripts/test.sh with
+// WCOMM_LONG_TESTS=1) for 10 min.
 //
 // Each process is this test binary again, running CommSoak.Role, which skips unless started so.
 // Processes log what they send and receive, one line per event, written at once (a killed

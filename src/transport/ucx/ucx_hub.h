@@ -143,6 +143,7 @@ class HubMutex {
   void lock_uncounted() { mu_.lock(); }
   // After unlock: lets the threads waiting for it take it first (at most `limit`).
   void let_waiters_in(std::chrono::microseconds limit) {
+    if (waiting_.load(std::memory_order_acquire) == 0) return;  // the usual case: no clock read
     const auto start = std::chrono::steady_clock::now();
     while (waiting_.load(std::memory_order_acquire) > 0 && std::chrono::steady_clock::now() - start < limit)
       std::this_thread::yield();
