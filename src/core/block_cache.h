@@ -24,7 +24,7 @@ class BlockCache {
   void give(void* block, std::size_t size);
 
   static void* allocate_block(std::size_t size);
-  static void free_block(void* block);
+  static void free_block(void* block, std::size_t size);  // size: as allocated
 
  private:
   explicit BlockCache(std::size_t capacity) : capacity_(capacity) {}

