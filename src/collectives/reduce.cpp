@@ -3,7 +3,6 @@
 #include "wcomm/collectives/reduce.h"
 
 #include <array>
-#include <cmath>
 #include <cstdint>
 #include <cstring>
 #include <string>
@@ -16,67 +15,68 @@ namespace {
 
 constexpr std::array<std::string_view, 7> kOpNames = {"sum", "prod", "min", "max", "xor", "and", "or"};
 
-// float16 / bfloat16 <-> float32 by bit manipulation (branch-free, so loops vectorise).
-inline float bf16_to_float(std::uint16_t h) {
-  std::uint32_t bits = static_cast<std::uint32_t>(h) << 16;
+// float16 / bfloat16 <-> float32 by bit manipulation, every branch written as a select so the
+// loops vectorise (GCC does not vectorise _Float16 conversions, even with F16C).
+inline float as_float(std::uint32_t bits) {
   float f;
   std::memcpy(&f, &bits, 4);
   return f;
 }
-inline std::uint16_t float_to_bf16(float f) {
+inline std::uint32_t as_bits(float f) {
   std::uint32_t bits;
   std::memcpy(&bits, &f, 4);
+  return bits;
+}
+
+inline float bf16_to_float(std::uint16_t h) { return as_float(static_cast<std::uint32_t>(h) << 16); }
+inline std::uint16_t float_to_bf16(float f) {
+  const std::uint32_t bits = as_bits(f);
   // Round to nearest even; NaN stays NaN (its payload's top bit is kept by the quiet bit).
-  std::uint32_t rounded = bits + 0x7FFF + ((bits >> 16) & 1);
-  bool nan = (bits & 0x7FFFFFFF) > 0x7F800000;
+  const std::uint32_t rounded = bits + 0x7FFF + ((bits >> 16) & 1);
+  const bool nan = (bits & 0x7FFFFFFF) > 0x7F800000;
   return static_cast<std::uint16_t>(nan ? (bits >> 16) | 0x40 : rounded >> 16);
 }
 
-#if defined(__FLT16_MAX__)
+// IEEE binary16 (after F. Giesen's half_to_float / float_to_half_fast3_rtne).
 inline float f16_to_float(std::uint16_t h) {
-  _Float16 v;
-  std::memcpy(&v, &h, 2);
-  return static_cast<float>(v);
+  constexpr std::uint32_t kExp = 0x7C00u << 13;  // the exponent, moved to float's place
+  const std::uint32_t moved = static_cast<std::uint32_t>(h & 0x7FFF) << 13;
+  const std::uint32_t exp = moved & kExp;
+  const std::uint32_t normal = moved + ((127u - 15u) << 23);
+  const std::uint32_t inf_nan = normal + ((128u - 16u) << 23);
+  // A subnormal (or zero): let float arithmetic renormalise it.
+  const std::uint32_t subnormal = as_bits(as_float(normal + (1u << 23)) - as_float(113u << 23));
+  const std::uint32_t magnitude = exp == kExp ? inf_nan : exp == 0 ? subnormal : normal;
+  return as_float(magnitude | static_cast<std::uint32_t>(h & 0x8000) << 16);
 }
 inline std::uint16_t float_to_f16(float f) {
-  _Float16 v = static_cast<_Float16>(f);
-  std::uint16_t h;
-  std::memcpy(&h, &v, 2);
-  return h;
+  constexpr std::uint32_t kInfinity = 255u << 23;
+  constexpr std::uint32_t kOverflow = (127u + 16u) << 23;  // 65536: rounds to infinity and above
+  constexpr std::uint32_t kSubnormalMagic = ((127u - 15u) + (23u - 10u) + 1u) << 23;
+  const std::uint32_t bits = as_bits(f);
+  const std::uint32_t sign = (bits >> 16) & 0x8000;
+  const std::uint32_t abs = bits & 0x7FFFFFFF;
+  const std::uint32_t inf_nan = abs > kInfinity ? 0x7E00 : 0x7C00;
+  // Below 2^-14 the result is subnormal: adding the magic number rounds (to nearest even) at
+  // float16's last subnormal bit, and the low bits are then the result.
+  const std::uint32_t subnormal = as_bits(as_float(abs) + as_float(kSubnormalMagic)) - kSubnormalMagic;
+  const std::uint32_t normal = (abs + ((15u - 127u) << 23) + 0xFFF + ((abs >> 13) & 1)) >> 13;
+  const std::uint32_t magnitude = abs >= kOverflow ? inf_nan : abs < (113u << 23) ? subnormal : normal;
+  return static_cast<std::uint16_t>(magnitude | sign);
 }
-#else
-inline float f16_to_float(std::uint16_t h) {
-  std::uint32_t sign = static_cast<std::uint32_t>(h & 0x8000) << 16;
-  std::uint32_t exp = (h >> 10) & 0x1F, man = h & 0x3FF;
-  float f;
-  if (exp == 0) {  // zero or subnormal
-    f = static_cast<float>(man) * (1.0f / 16777216.0f);
-    std::uint32_t bits;
-    std::memcpy(&bits, &f, 4);
-    bits |= sign;
-    std::memcpy(&f, &bits, 4);
-    return f;
-  }
-  std::uint32_t bits = sign | (exp == 31 ? (0xFFu << 23) | (man << 13) : ((exp + 112) << 23) | (man << 13));
-  std::memcpy(&f, &bits, 4);
-  return f;
+
+// min / max of two half-precision values compared as floats, on their 16-bit patterns: both
+// formats are sign and magnitude, so the magnitude with the sign applied orders them (and
+// makes -0 equal +0). As with floats, a NaN on either side keeps dst.
+template <ReduceOp Op, bool kBf16>
+[[gnu::always_inline]] inline std::uint16_t half_min_max(std::uint16_t a, std::uint16_t b) {
+  constexpr std::int32_t kInfinity = kBf16 ? 0x7F80 : 0x7C00;
+  const std::int32_t ma = a & 0x7FFF, mb = b & 0x7FFF;
+  const std::int32_t ka = (a & 0x8000) ? -ma : ma, kb = (b & 0x8000) ? -mb : mb;
+  const bool ordered = ma <= kInfinity && mb <= kInfinity;
+  const bool take_b = ordered && (Op == ReduceOp::kMin ? kb < ka : ka < kb);
+  return take_b ? b : a;
 }
-inline std::uint16_t float_to_f16(float f) {
-  std::uint32_t bits;
-  std::memcpy(&bits, &f, 4);
-  std::uint16_t sign = static_cast<std::uint16_t>((bits >> 16) & 0x8000);
-  std::uint32_t abs = bits & 0x7FFFFFFF;
-  if (abs > 0x7F800000) return sign | 0x7E00;              // NaN
-  if (abs >= 0x477FF000) return sign | 0x7C00;             // overflow to infinity
-  if (abs < 0x38800000) {                                  // subnormal or zero
-    float a;
-    std::memcpy(&a, &abs, 4);
-    return sign | static_cast<std::uint16_t>(std::nearbyint(a * 16777216.0f));
-  }
-  std::uint32_t rounded = abs + 0xFFF + ((abs >> 13) & 1);
-  return sign | static_cast<std::uint16_t>((rounded - (112u << 23)) >> 13);
-}
-#endif
 
 // The type integer arithmetic runs in: unsigned for signed integers, T otherwise.
 template <class T, bool = std::is_integral_v<T>&& std::is_signed_v<T>>
@@ -104,16 +104,21 @@ template <ReduceOp Op, class T>
   for (std::size_t i = 0; i < n; ++i) dst[i] = apply<Op>(dst[i], src[i]);
 }
 
-// Half-precision arithmetic: widen, compute in float, round back.
+// Half-precision arithmetic: widen, compute in float, round back (min and max compare the
+// 16-bit patterns).
 template <ReduceOp Op, bool kBf16>
 [[gnu::always_inline]] inline void half_loop(void* dst_v, const void* src_v, std::size_t n) {
   auto* __restrict dst = static_cast<std::uint16_t*>(dst_v);
   const auto* __restrict src = static_cast<const std::uint16_t*>(src_v);
-  for (std::size_t i = 0; i < n; ++i) {
-    float a = kBf16 ? bf16_to_float(dst[i]) : f16_to_float(dst[i]);
-    float b = kBf16 ? bf16_to_float(src[i]) : f16_to_float(src[i]);
-    float r = apply<Op>(a, b);
-    dst[i] = kBf16 ? float_to_bf16(r) : float_to_f16(r);
+  if constexpr (Op == ReduceOp::kMin || Op == ReduceOp::kMax) {
+    for (std::size_t i = 0; i < n; ++i) dst[i] = half_min_max<Op, kBf16>(dst[i], src[i]);
+  } else {
+    for (std::size_t i = 0; i < n; ++i) {
+      float a = kBf16 ? bf16_to_float(dst[i]) : f16_to_float(dst[i]);
+      float b = kBf16 ? bf16_to_float(src[i]) : f16_to_float(src[i]);
+      float r = apply<Op>(a, b);
+      dst[i] = kBf16 ? float_to_bf16(r) : float_to_f16(r);
+    }
   }
 }
 
@@ -143,12 +148,13 @@ template <ReduceOp Op>
   }
 }
 
-// One entry point per instruction set: x86-64 gets an AVX2 + F16C clone chosen at load time.
-// Not under the sanitizers: the clone's resolver runs before their runtimes start (under TSan
+// One entry point per instruction set: x86-64 gets an AVX2 clone chosen at load time. By
+// feature, not "arch=haswell": that resolver asks for the CPU model (an AMD EPYC with AVX2 got
+// the SSE2 clone). Not under the sanitizers: the clone's resolver runs before their runtimes start (under TSan
 // it crashes the program while it loads).
 #if defined(__x86_64__) && defined(__GNUC__) && !defined(__clang__) && !defined(__SANITIZE_ADDRESS__) && \
     !defined(__SANITIZE_THREAD__)
-#define WCOMM_KERNEL_CLONES __attribute__((target_clones("arch=haswell", "default")))
+#define WCOMM_KERNEL_CLONES __attribute__((target_clones("avx2", "default")))
 #else
 #define WCOMM_KERNEL_CLONES
 #endif
