@@ -232,6 +232,7 @@ Hub::~Hub() {
   }
   if (ucx_.worker()) {
     std::lock_guard lock(mu);
+    run_due(Clock::time_point::max());
     // Connections that were ended wait for their peers' acknowledgements (bounded), then every
     // endpoint closes: tidily where the peer has everything, else forced.
     const auto start = std::chrono::steady_clock::now();
@@ -504,6 +505,16 @@ void Hub::on_end_progress(Channel& channel) {
 
 void Hub::close_later(const std::shared_ptr<Channel>& channel) { to_close_.push_back(channel); }
 
+void Hub::run_at(Clock::time_point when, std::function<void()> fn) { timed_.emplace(when, std::move(fn)); }
+
+void Hub::run_due(Clock::time_point now) {
+  while (!timed_.empty() && timed_.begin()->first <= now) {
+    auto fn = std::move(timed_.begin()->second);
+    timed_.erase(timed_.begin());
+    fn();
+  }
+}
+
 void Hub::run() {
   auto last_work = std::chrono::steady_clock::now();
   while (!stopping_.load()) {
@@ -514,6 +525,7 @@ void Hub::run() {
       std::lock_guard lock(mu, std::adopt_lock);
       progressed = ucp_worker_progress(ucx_.worker());
       reap();
+      run_due(std::chrono::steady_clock::now());
       busy = !closing_.empty() || !lingering_.empty();
     }
     mu.let_waiters_in(std::chrono::milliseconds(2));

@@ -180,6 +180,9 @@ class Hub {
   static void complete(SendOp& op, std::error_code ec);
   // Closes the endpoint (forced) from the progress loop: for code inside UCX's callbacks.
   void close_later(const std::shared_ptr<Channel>& channel);
+  // Runs fn on the progress thread, mu held, once `when` has passed (within about 10 ms), or
+  // when the hub ends, whichever comes first.
+  void run_at(Clock::time_point when, std::function<void()> fn);
 
   // The error handler every endpoint of a Channel gets (arg: the Channel).
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);
@@ -189,6 +192,7 @@ class Hub {
   void run();
   void begin_close(Channel& channel, bool force);
   void reap();  // closes that finished; lingerers whose time is up
+  void run_due(Clock::time_point now);  // run_at's tasks due by now
   static ucs_status_t on_message(void* arg, const void* header, std::size_t header_length, void* data,
                                  std::size_t length, const ucp_am_recv_param_t* param);
   void on_end_progress(Channel& channel);
@@ -208,6 +212,7 @@ class Hub {
   std::vector<Closing> closing_;
   std::vector<std::weak_ptr<Channel>> to_ack_;   // the peer's END reached: acknowledge it
   std::vector<std::shared_ptr<Channel>> to_close_;
+  std::multimap<Clock::time_point, std::function<void()>> timed_;  // run_at's
   std::thread thread_;
 };
 

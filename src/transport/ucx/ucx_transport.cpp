@@ -4,7 +4,9 @@
 // whatever UCX picks (UCX_TLS): shared memory on one host, tcp, or RDMA.
 #include <arpa/inet.h>
 
+#include <map>
 #include <memory>
+#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -21,12 +23,25 @@ namespace {
 // What the progress thread's connection callback needs; freed after the UCP listener (both
 // under Hub::mu), so the callback never sees it gone.
 struct ListenerState {
-  std::shared_ptr<Hub> hub;
-  asio::any_io_executor executor;
-  AcceptHandler handler;  // (hub)
+  std::shared_ptr<Hub> hub;        // (hub) none once retired (a retired one must not keep it alive)
+  Hub* owner = nullptr;            // the hub whose worker the listener is on
+  asio::any_io_executor executor;  // (hub)
+  AcceptHandler handler;           // (hub) none: connection requests are refused
   std::string local;
   ucp_listener_h listener = nullptr;
+  std::uint64_t retirements = 0;   // (retired_mutex) counts closes: a take-over ends a retirement
 };
+
+// A closed listener is not destroyed at once: UCX 1.13's tcp connection manager hands a
+// connection it accepted before ucp_listener_destroy, but whose request had not arrived yet,
+// to the destroyed listener when the request comes (a use after free: it crashed a test whose
+// peer was still dialing). So a closed listener refuses requests for kRetireFor first; a
+// listener opened at its address meanwhile (a node restarting in this process) takes it over.
+constexpr auto kRetireFor = std::chrono::seconds(2);
+// Retired listeners by address, under retired_mutex (taken after Hub::mu: while one hub
+// ends, the next may start).
+std::mutex retired_mutex;
+std::map<std::string, std::shared_ptr<ListenerState>> retired_listeners;
 
 void on_connection_request(ucp_conn_request_h request, void* arg);
 
@@ -34,14 +49,30 @@ class UcxListener final : public Listener {
  public:
   UcxListener(std::shared_ptr<Hub> hub, asio::io_context& io, const Address& address, const sockaddr_storage& addr,
               socklen_t len)
-      : state_(new ListenerState{hub, io.get_executor(), nullptr, ""}), address_(address) {
+      : address_(address) {
+    std::lock_guard lock(hub->mu);
+    {
+      std::lock_guard retired_lock(retired_mutex);
+      auto retired = retired_listeners.find(sockaddr_text(addr));
+      if (retired != retired_listeners.end() && retired->second->owner == hub.get()) {
+        state_ = std::move(retired->second);  // a node restarting at its address
+        retired_listeners.erase(retired);
+        state_->hub = hub;
+        state_->executor = io.get_executor();
+        listener_ = state_->listener;
+        return;
+      }
+    }
+    state_ = std::make_shared<ListenerState>();
+    state_->hub = hub;
+    state_->owner = hub.get();
+    state_->executor = io.get_executor();
     ucp_listener_params_t params{};
     params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
     params.sockaddr.addr = reinterpret_cast<const sockaddr*>(&addr);
     params.sockaddr.addrlen = len;
     params.conn_handler.cb = &on_connection_request;
     params.conn_handler.arg = state_.get();
-    std::lock_guard lock(hub->mu);
     ucs_status_t s = ucp_listener_create(hub->worker(), &params, &listener_);
     if (s != UCS_OK) {
       listener_ = nullptr;
@@ -55,7 +86,11 @@ class UcxListener final : public Listener {
       if (sa.ss_family == AF_INET) address_.port = ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
       if (sa.ss_family == AF_INET6) address_.port = ntohs(reinterpret_cast<const sockaddr_in6&>(sa).sin6_port);
     }
-    state_->local = sockaddr_text(addr);
+    // The address it listens at, its port chosen (to find it again when it is retired).
+    sockaddr_storage bound = addr;
+    if (address_.port && bound.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(bound).sin_port = htons(address_.port);
+    if (address_.port && bound.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(bound).sin6_port = htons(address_.port);
+    state_->local = sockaddr_text(bound);
     state_->listener = listener_;
   }
   ~UcxListener() override { close(); }
@@ -68,16 +103,31 @@ class UcxListener final : public Listener {
   void close() override {
     if (!state_) return;
     std::shared_ptr<Hub> hub = state_->hub;
+    std::lock_guard lock(hub->mu);
+    state_->handler = nullptr;  // refuses what still comes (see kRetireFor)
+    state_->hub.reset();
+    std::uint64_t retirement;
     {
-      std::lock_guard lock(hub->mu);
-      if (listener_) ucp_listener_destroy(listener_);
-      listener_ = nullptr;
-      state_.reset();
+      std::lock_guard retired_lock(retired_mutex);
+      retirement = ++state_->retirements;
+      retired_listeners[state_->local] = state_;
     }
+    // Run by the hub's thread, or by the hub as it ends (before its worker), with Hub::mu.
+    hub->run_at(Clock::now() + kRetireFor, [state = state_, retirement] {
+      {
+        std::lock_guard retired_lock(retired_mutex);
+        auto it = retired_listeners.find(state->local);
+        if (state->retirements != retirement || it == retired_listeners.end() || it->second != state) return;
+        retired_listeners.erase(it);  // taken over meanwhile (and maybe closed again: a later task)
+      }
+      ucp_listener_destroy(state->listener);
+    });
+    listener_ = nullptr;
+    state_.reset();
   }
 
  private:
-  std::unique_ptr<ListenerState> state_;
+  std::shared_ptr<ListenerState> state_;
   ucp_listener_h listener_ = nullptr;
   Address address_;
 };
@@ -85,15 +135,15 @@ class UcxListener final : public Listener {
 // Progress thread, Hub::mu held.
 void on_connection_request(ucp_conn_request_h request, void* arg) {
   auto* state = static_cast<ListenerState*>(arg);
+  if (!state->handler) {  // not started yet, or closed (retired)
+    ucp_listener_reject(state->listener, request);
+    return;
+  }
   Hub& hub = *state->hub;
   std::string peer = "?";
   ucp_conn_request_attr_t attr{};
   attr.field_mask = UCP_CONN_REQUEST_ATTR_FIELD_CLIENT_ADDR;
   if (ucp_conn_request_query(request, &attr) == UCS_OK) peer = sockaddr_text(attr.client_address);
-  if (!state->handler) {
-    ucp_listener_reject(state->listener, request);
-    return;
-  }
   auto channel = std::make_shared<Channel>(state->executor);
   ucp_ep_params_t params{};
   params.field_mask = UCP_EP_PARAM_FIELD_CONN_REQUEST | UCP_EP_PARAM_FIELD_ERR_HANDLING_MODE |
@@ -108,9 +158,12 @@ void on_connection_request(ucp_conn_request_h request, void* arg) {
   }
   hub.attach(channel);
   hub.send_control(*channel, Kind::kHello);  // tells the dialer it is connected
-  asio::post(state->executor, [hub = state->hub, channel, handler = state->handler,
-                               description = "ucx " + state->local + " <-> " + peer]() mutable {
-    handler({}, make_connection(std::move(hub), std::move(channel), std::move(description)));
+  // Made here and handed over on the listener's loop: should that loop end first (its node
+  // closing), the connection is destroyed unhanded, which ends it, so the dialer does not go
+  // on writing into a channel nobody reads.
+  auto connection = make_connection(state->hub, std::move(channel), "ucx " + state->local + " <-> " + peer);
+  asio::post(state->executor, [handler = state->handler, connection = std::move(connection)]() mutable {
+    handler({}, std::move(connection));
   });
 }
 
