@@ -72,10 +72,11 @@ struct CommConfig {
   // compressor and a first chunk shrinks (CommOptions::compress opts a message in or out);
   // "off" never compresses and does not offer it.
   std::string compression = "auto";
-  // Busy polling: a thread blocked on a plain recv (get / wait / wait_for) reads the socket
-  // without sleeping for up to this many microseconds before it sleeps. A reply that comes
-  // within the window costs no sleep and wake-up (several microseconds each way on a virtual
-  // machine); the price is up to this much CPU per recv that has to wait. 0 sleeps at once.
+  // Busy polling: a thread blocked on a recv or recv_into without a timeout (get / wait /
+  // wait_for) reads the socket without sleeping for up to this many microseconds before it
+  // sleeps. A reply that comes within the window costs no sleep and wake-up (several
+  // microseconds each way on a virtual machine); the price is up to this much CPU per recv
+  // that has to wait. 0 sleeps at once.
   std::uint64_t recv_busy_poll_us = 20;
   // Sessions (wcomm; V0.1 has none of these). A connection to a wcomm peer that has carried
   // nothing for heartbeat_interval_s carries a heartbeat; a peer heard nothing from for three

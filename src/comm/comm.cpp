@@ -395,7 +395,7 @@ void RecvWaiter::callback_set() {
 }
 
 void RecvWaiter::help(Clock::time_point deadline) {
-  if (!from_caller) return;  // a recv with a timer or recv_into is the loop's
+  if (!from_caller) return;  // a recv with a timer is the loop's
   auto impl = comm.lock();   // keeps the Comm's insides there while this thread reads
   if (impl && !impl->closed.load()) peer->help_recv(shared_from_this(), deadline);
 }

@@ -86,7 +86,7 @@ struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> 
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
-  // Parked by the caller's thread (no timer, no recv_into): any thread may complete it.
+  // Parked by the caller's thread (no timer): any thread may complete it.
   // Others have loop-only parts and are completed on the loop.
   bool from_caller = false;
   PeerState* peer = nullptr;
@@ -252,8 +252,8 @@ class PeerState {
   void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
-  // Caller's thread: completes or parks a recv at once; a timeout or recv_into then has its
-  // loop-only parts armed on the loop (arm_recv).
+  // Caller's thread: completes or parks a recv at once; a timeout then has its loop-only
+  // parts armed on the loop (arm_recv).
   void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
   void arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline, std::optional<Seconds> timeout);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the

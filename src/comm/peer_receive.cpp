@@ -70,7 +70,7 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // fails it (parked later by the loop, it could come after the loss had been handled and
   // wait for a reconnect), and a plain recv needs no hop to the loop (whose wake-up would
   // cost a context switch on every recv).
-  const bool loop_parts = timeout || !waiter->into.empty();
+  const bool loop_parts = timeout.has_value();
   waiter->from_caller = !loop_parts;
   std::optional<Result<Received>> taken;
   {

@@ -34,9 +34,16 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until,
     switch (reader_.read(decode)) {
       case FrameReader::Status::kWaiting:
         return Pumped::kWaiting;
-      case FrameReader::Status::kFailed:
-        sink_.abandon_frame(reader_.error(), later);
+      case FrameReader::Status::kFailed: {
+        // A stream shut by close() fails the frame with close()'s reason, not the read's.
+        std::optional<Error> why;
+        {
+          std::lock_guard lock(mu_);
+          if (closing_) why = close_reason_;
+        }
+        sink_.abandon_frame(why ? *why : reader_.error(), later);
         return Pumped::kFailed;
+      }
       case FrameReader::Status::kFrame:
         break;
     }
