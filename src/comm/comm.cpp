@@ -196,8 +196,17 @@ void listen(Comm::Impl& impl) {
   // this node starts then never finds TCP listening before shared memory.
   const bool same_host_first = local.port != 0;
   if (same_host_first) listen_same_host(impl);
-  std::vector<Address> bound;
-  for (Address address : local.endpoints()) {
+  // For the same reason the node's own same-host addresses (unix, shm: a rendezvous lists one
+  // for each rank on this host) listen before its TCP ones: a peer dialing them in order
+  // never finds TCP up but its same-host address refused, and settles on TCP.
+  const std::vector<Address> endpoints = local.endpoints();
+  std::vector<std::size_t> order(endpoints.size());
+  for (std::size_t i = 0; i < order.size(); ++i) order[i] = i;
+  std::stable_partition(order.begin(), order.end(), [&](std::size_t i) { return endpoints[i].scheme != "tcp"; });
+  std::vector<Address> bound(endpoints.size());
+  std::vector<std::decay_t<decltype(impl.listeners.front())>> made(endpoints.size());
+  for (std::size_t i : order) {
+    Address address = endpoints[i];
     if (address.scheme == "tcp" && address.host == local.host && !impl.spec.bind_host.empty())
       address.host = impl.spec.bind_host;
     auto listener = transport::listen(impl.io, address, impl.transport_options());
@@ -206,10 +215,11 @@ void listen(Comm::Impl& impl) {
       if (local.port == 0 || local.port == address.port) local.port = reached.port;
       if (address.host == impl.spec.bind_host && !local.host.empty()) reached.host = local.host;
     }
-    bound.push_back(reached);
+    bound[i] = reached;
     accept_on(impl, *listener);
-    impl.listeners.push_back(std::move(listener));
+    made[i] = std::move(listener);
   }
+  for (auto& listener : made) impl.listeners.push_back(std::move(listener));  // in the directory's order
   if (!local.addresses.empty()) local.addresses = std::move(bound);
   if (!same_host_first) listen_same_host(impl);  // named after the port just bound
 }
