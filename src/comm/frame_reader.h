@@ -76,6 +76,7 @@ class FrameReader {
  private:
   enum class Stage { kHeader, kManifest, kSegments, kDone };
   bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
+  bool peek_worth_it() const;
   bool take_head_from_peek(const DecodeData& decode);
   void on_header();
   void on_manifest(const DecodeData& decode);
@@ -95,6 +96,8 @@ class FrameReader {
   Frame frame_;
   std::vector<asio::mutable_buffer> segment_buffers_;
   std::size_t segment_bytes_ = 0;
+  std::size_t last_frame_bytes_ = 0;  // the last complete frame's head and payload (peek_worth_it)
+  static constexpr std::size_t kPeekAfterFrameBytes = 16u << 10;
   std::array<std::uint8_t, 4096> head_peek_;
   std::optional<Error> error_;
   std::atomic<std::uint64_t> bytes_read_{0};

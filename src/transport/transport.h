@@ -50,6 +50,9 @@ class Connection {
                                std::error_code& ec) = 0;
   // Copies up to size bytes that have arrived without consuming them (ec as for try_read).
   virtual std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) = 0;
+  // Whether a peek at the next frame's head is cheaper than reading header and manifest one
+  // by one (frame_reader.cpp): false where a peek's cost grows with what is queued.
+  virtual bool cheap_peek() const { return true; }
 
   // Loop: calls handler once bytes have arrived, or the stream ended or failed (at once if
   // bytes are waiting). Consumes nothing.
