@@ -80,7 +80,7 @@ bool FrameReader::read_stage(const std::vector<asio::mutable_buffer>& buffers, s
 
 // Where a peek's cost grows with what is queued (a Unix socket), only after large frames:
 // few of those fit in the queue, while a stream of small ones made each peek slow (1 KiB
-// messages over unix ran at 0.66x tcp with the peek, 1.1-1.2x without; 64 KiB ones did
+// messages over unix ran at 0.63-0.93x tcp with the peek, 0.94-1.19x without; 64 KiB ones did
 // better with it).
 bool FrameReader::peek_worth_it() const {
   return connection_.cheap_peek() || last_frame_bytes_ >= kPeekAfterFrameBytes;

@@ -68,8 +68,8 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // Caller's thread: a message that is already here is taken, or the waiter is parked, at
   // once and under the lock, whatever the recv. A connection lost after recv() returned then
   // fails it (parked later by the loop, it could come after the loss had been handled and
-  // wait for a reconnect), and a plain recv needs no hop to the loop (whose wake-up would
-  // cost a context switch on every recv).
+  // wait for a reconnect), and a recv without a timeout needs no hop to the loop (whose
+  // wake-up would cost a context switch on every recv).
   const bool loop_parts = timeout.has_value();
   waiter->from_caller = !loop_parts;
   std::optional<Result<Received>> taken;
