@@ -49,6 +49,7 @@ constexpr std::uint64_t kWindow = 2u << 20;
 constexpr std::uint64_t kCreditStep = 256u << 10;
 
 class Hub;
+struct ListenerState;  // ucx_transport.cpp
 
 // One connection's state. Fields marked (hub) are guarded by Hub::mu, (rx) by rx_mu.
 class Channel : public std::enable_shared_from_this<Channel> {
@@ -183,6 +184,8 @@ class Hub {
   // Runs fn on the progress thread, mu held, once `when` has passed (within about 10 ms), or
   // when the hub ends, whichever comes first.
   void run_at(Clock::time_point when, std::function<void()> fn);
+  // Closed listeners still refusing requests, by address (mu held; ucx_transport.cpp, kRetireFor).
+  std::map<std::string, std::shared_ptr<ListenerState>> retired_listeners;
 
   // The error handler every endpoint of a Channel gets (arg: the Channel).
   static void on_endpoint_error(void* arg, ucp_ep_h ep, ucs_status_t status);

@@ -4,9 +4,7 @@
 // whatever UCX picks (UCX_TLS): shared memory on one host, tcp, or RDMA.
 #include <arpa/inet.h>
 
-#include <map>
 #include <memory>
-#include <mutex>
 #include <string>
 
 #include <spdlog/spdlog.h>
@@ -18,19 +16,19 @@
 
 namespace wcomm::transport {
 namespace ucx {
-namespace {
 
 // What the progress thread's connection callback needs; freed after the UCP listener (both
 // under Hub::mu), so the callback never sees it gone.
 struct ListenerState {
   std::shared_ptr<Hub> hub;        // (hub) none once retired (a retired one must not keep it alive)
-  Hub* owner = nullptr;            // the hub whose worker the listener is on
   asio::any_io_executor executor;  // (hub)
   AcceptHandler handler;           // (hub) none: connection requests are refused
   std::string local;
   ucp_listener_h listener = nullptr;
-  std::uint64_t retirements = 0;   // (retired_mutex) counts closes: a take-over ends a retirement
+  std::uint64_t retirements = 0;   // (hub) counts closes: a take-over ends a retirement
 };
+
+namespace {
 
 // A closed listener is not destroyed at once: UCX 1.13's tcp connection manager hands a
 // connection it accepted before ucp_listener_destroy, but whose request had not arrived yet,
@@ -38,10 +36,6 @@ struct ListenerState {
 // peer was still dialing). So a closed listener refuses requests for kRetireFor first; a
 // listener opened at its address meanwhile (a node restarting in this process) takes it over.
 constexpr auto kRetireFor = std::chrono::seconds(2);
-// Retired listeners by address, under retired_mutex (taken after Hub::mu: while one hub
-// ends, the next may start).
-std::mutex retired_mutex;
-std::map<std::string, std::shared_ptr<ListenerState>> retired_listeners;
 
 void on_connection_request(ucp_conn_request_h request, void* arg);
 
@@ -51,21 +45,16 @@ class UcxListener final : public Listener {
               socklen_t len)
       : address_(address) {
     std::lock_guard lock(hub->mu);
-    {
-      std::lock_guard retired_lock(retired_mutex);
-      auto retired = retired_listeners.find(sockaddr_text(addr));
-      if (retired != retired_listeners.end() && retired->second->owner == hub.get()) {
-        state_ = std::move(retired->second);  // a node restarting at its address
-        retired_listeners.erase(retired);
-        state_->hub = hub;
-        state_->executor = io.get_executor();
-        listener_ = state_->listener;
-        return;
-      }
+    if (auto retired = hub->retired_listeners.find(sockaddr_text(addr)); retired != hub->retired_listeners.end()) {
+      state_ = std::move(retired->second);  // a node restarting at its address
+      hub->retired_listeners.erase(retired);
+      state_->hub = hub;
+      state_->executor = io.get_executor();
+      listener_ = state_->listener;
+      return;
     }
     state_ = std::make_shared<ListenerState>();
     state_->hub = hub;
-    state_->owner = hub.get();
     state_->executor = io.get_executor();
     ucp_listener_params_t params{};
     params.field_mask = UCP_LISTENER_PARAM_FIELD_SOCK_ADDR | UCP_LISTENER_PARAM_FIELD_CONN_HANDLER;
@@ -81,16 +70,13 @@ class UcxListener final : public Listener {
     }
     ucp_listener_attr_t attr{};
     attr.field_mask = UCP_LISTENER_ATTR_FIELD_SOCKADDR;
+    state_->local = sockaddr_text(addr);
     if (ucp_listener_query(listener_, &attr) == UCS_OK) {
       const auto& sa = attr.sockaddr;
       if (sa.ss_family == AF_INET) address_.port = ntohs(reinterpret_cast<const sockaddr_in&>(sa).sin_port);
       if (sa.ss_family == AF_INET6) address_.port = ntohs(reinterpret_cast<const sockaddr_in6&>(sa).sin6_port);
+      state_->local = sockaddr_text(sa);  // with the port chosen: where a restart finds it when retired
     }
-    // The address it listens at, its port chosen (to find it again when it is retired).
-    sockaddr_storage bound = addr;
-    if (address_.port && bound.ss_family == AF_INET) reinterpret_cast<sockaddr_in&>(bound).sin_port = htons(address_.port);
-    if (address_.port && bound.ss_family == AF_INET6) reinterpret_cast<sockaddr_in6&>(bound).sin6_port = htons(address_.port);
-    state_->local = sockaddr_text(bound);
     state_->listener = listener_;
   }
   ~UcxListener() override { close(); }
@@ -106,20 +92,13 @@ class UcxListener final : public Listener {
     std::lock_guard lock(hub->mu);
     state_->handler = nullptr;  // refuses what still comes (see kRetireFor)
     state_->hub.reset();
-    std::uint64_t retirement;
-    {
-      std::lock_guard retired_lock(retired_mutex);
-      retirement = ++state_->retirements;
-      retired_listeners[state_->local] = state_;
-    }
+    const std::uint64_t retirement = ++state_->retirements;
+    hub->retired_listeners[state_->local] = state_;
     // Run by the hub's thread, or by the hub as it ends (before its worker), with Hub::mu.
-    hub->run_at(Clock::now() + kRetireFor, [state = state_, retirement] {
-      {
-        std::lock_guard retired_lock(retired_mutex);
-        auto it = retired_listeners.find(state->local);
-        if (state->retirements != retirement || it == retired_listeners.end() || it->second != state) return;
-        retired_listeners.erase(it);  // taken over meanwhile (and maybe closed again: a later task)
-      }
+    hub->run_at(Clock::now() + kRetireFor, [hub = hub.get(), state = state_, retirement] {
+      auto it = hub->retired_listeners.find(state->local);
+      if (state->retirements != retirement || it == hub->retired_listeners.end() || it->second != state) return;
+      hub->retired_listeners.erase(it);  // else taken over meanwhile (and maybe closed again: a later task)
       ucp_listener_destroy(state->listener);
     });
     listener_ = nullptr;
