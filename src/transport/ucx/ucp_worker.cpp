@@ -47,16 +47,21 @@ UcpWorker::UcpWorker(std::uint64_t features) {
   if (s != UCS_OK) error_ = "ucp_worker_get_efd: " + status_text(s);
 }
 
+void UcpWorker::settle() {
+  settled_ = true;
+  if (!worker_) return;
+  // UCX 1.13 asserts ("got REP message") when it purges a pending wireup reply at
+  // ucp_worker_destroy. A reply may wait for its connection, hence the quiet period.
+  const auto start = std::chrono::steady_clock::now();
+  auto last_work = start;
+  for (auto now = start; now - last_work < std::chrono::milliseconds(20) && now - start < std::chrono::milliseconds(300);
+       now = std::chrono::steady_clock::now())
+    if (ucp_worker_progress(worker_)) last_work = now;
+}
+
 UcpWorker::~UcpWorker() {
   if (worker_) {
-    // Let wireup messages still in flight go out first: UCX 1.13 asserts ("got REP message")
-    // when it purges a pending wireup reply at ucp_worker_destroy. Progress until nothing
-    // happened for 20 ms (a reply may wait for its connection), 300 ms at most.
-    const auto start = std::chrono::steady_clock::now();
-    auto last_work = start;
-    for (auto now = start; now - last_work < std::chrono::milliseconds(20) && now - start < std::chrono::milliseconds(300);
-         now = std::chrono::steady_clock::now())
-      if (ucp_worker_progress(worker_)) last_work = now;
+    if (!settled_) settle();
     ucp_worker_destroy(worker_);
   }
   if (context_) ucp_cleanup(context_);

@@ -17,8 +17,11 @@ class UcpWorker {
   // is UCS_THREAD_MODE_SERIALIZED: its user serialises every call on it with a mutex. On
   // failure, error() says which step failed and why.
   explicit UcpWorker(std::uint64_t features);
-  // Lets wire-up messages still in flight go out (bounded), then destroys the worker.
+  // Settles (unless settle() did), then destroys the worker.
   ~UcpWorker();
+  // Lets wire-up messages still in flight go out: progresses until nothing happened for 20 ms,
+  // 300 ms at most. The caller holds what serialises calls on the worker.
+  void settle();
   UcpWorker(const UcpWorker&) = delete;
   UcpWorker& operator=(const UcpWorker&) = delete;
 
@@ -35,6 +38,7 @@ class UcpWorker {
   int event_fd_ = -1;
   std::string address_;
   std::string error_;
+  bool settled_ = false;
 };
 
 }  // namespace wcomm::transport::ucx

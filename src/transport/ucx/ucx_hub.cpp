@@ -232,7 +232,6 @@ Hub::~Hub() {
   }
   if (ucx_.worker()) {
     std::lock_guard lock(mu);
-    run_due(Clock::time_point::max());
     // Connections that were ended wait for their peers' acknowledgements (bounded), then every
     // endpoint closes: tidily where the peer has everything, else forced.
     const auto start = std::chrono::steady_clock::now();
@@ -253,6 +252,11 @@ Hub::~Hub() {
       keep_until_worker_gone_.push_back(c.channel);
     }
     closing_.clear();
+    // Retired listeners go last, just before the worker: UCX's async thread hands a connection
+    // a listener accepted to that listener when its request arrives (kRetireFor in
+    // ucx_transport.cpp), and a dial of this process may still be on its way until now.
+    ucx_.settle();
+    run_due(Clock::time_point::max());
   }
   if (wake_fd_ >= 0) ::close(wake_fd_);
   if (epoll_fd_ >= 0) ::close(epoll_fd_);

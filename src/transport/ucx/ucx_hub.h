@@ -182,7 +182,7 @@ class Hub {
   // Closes the endpoint (forced) from the progress loop: for code inside UCX's callbacks.
   void close_later(const std::shared_ptr<Channel>& channel);
   // Runs fn on the progress thread, mu held, once `when` has passed (within about 10 ms), or
-  // when the hub ends, whichever comes first.
+  // as the hub ends (after its connections, just before its worker), whichever comes first.
   void run_at(Clock::time_point when, std::function<void()> fn);
   // Closed listeners still refusing requests, by address (mu held; ucx_transport.cpp, kRetireFor).
   std::map<std::string, std::shared_ptr<ListenerState>> retired_listeners;
