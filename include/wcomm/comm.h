@@ -9,6 +9,7 @@
 #include <map>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -151,6 +152,16 @@ class Comm {
   // with UnsupportedPayloadError and the message is dropped with that error). A message that
   // had already arrived is copied into them (counted in stats().bytes_copied).
   Future<Received> recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options = {});
+
+  // Waits until one of recvs (Futures of this Comm's recv or recv_into) is ready, fd (if >= 0;
+  // not consumed) is readable, or timeout passes (none: no limit). Returns the index of the
+  // first ready recv, or nullopt. As a thread blocked in one recv does, the calling thread
+  // reads those recvs' connections itself where it can (the receive fast path, with
+  // recv_busy_poll_us), so an arriving message wakes it alone, not the loop thread and then
+  // it. For a thread serving several peers. InvalidArgumentError for a Future of anything
+  // else, or for nothing to wait for (no recvs, fd or timeout).
+  std::optional<std::size_t> wait_any(std::span<const Future<Received>> recvs, std::optional<Seconds> timeout = {},
+                                      int fd = -1);
 
   // Ends every connection to peer now, as a lost connection ends: a frame being written on
   // one fails its send (as do sends written there that await their ACK), and a frame being

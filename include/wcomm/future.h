@@ -124,6 +124,7 @@ class Future {
   }
 
   friend class Promise<T>;
+  friend struct detail::PromiseAccess;
   explicit Future(std::shared_ptr<detail::FutureState<T>> s) : state_(std::move(s)) {}
   std::shared_ptr<detail::FutureState<T>> state_;
 };

@@ -196,6 +196,12 @@ class Signals:
         for sig in (signal.SIGINT, signal.SIGTERM):
             signal.signal(sig, self._handle)
 
+    def ignore_from_now(self) -> None:
+        """The run is over: a late Ctrl-C must not end the exit with status -2. (Python puts the
+        default handlers back as it finalizes, unless a signal is ignored.)"""
+        for sig in (signal.SIGINT, signal.SIGTERM):
+            signal.signal(sig, signal.SIG_IGN)
+
     def _handle(self, signum: int, frame: Any) -> None:
         self.count += 1
         if self.count == 1 and self.on_first is not None:
@@ -449,7 +455,10 @@ def main(argv: Optional[List[str]] = None) -> int:
     args.format = args.format_after or args.format or "v0.1"
     if not args.config:
         ap.error("the following arguments are required: --config")
-    return asyncio.run(run(args, signals))
+    try:
+        return asyncio.run(run(args, signals))
+    finally:
+        signals.ignore_from_now()
 
 
 if __name__ == "__main__":

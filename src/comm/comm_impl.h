@@ -118,6 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll) {
     reader_owner_.read_for(until, deadline, busy_poll);
   }
+  ReadOwner& reader_owner() { return reader_owner_; }  // for ReadOwner::read_any
 
   void write(std::vector<asio::const_buffer> buffers, std::function<void(std::error_code)> done);
   bool writing() const { return writing_; }
@@ -259,6 +260,8 @@ class PeerState {
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
+  // Any thread: the connection a thread waiting for waiter may read itself (null: none).
+  std::shared_ptr<Connection> connection_to_help(const RecvWaiter& waiter);
   // Loop: a recv needs the loop to read for it now (see Connection::read_soon).
   void read_soon();
   // Any thread: whether the connection a waiting thread would read is left to such a thread.

@@ -110,14 +110,13 @@ void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_
 void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
   // A thread blocked on a parked recv reads the connection itself, so the kernel wakes it
   // when the message comes, instead of waking the loop to read it and then this thread.
-  std::shared_ptr<Connection> connection;
-  {
-    std::lock_guard lock(recv_mutex_);
-    if (waiter->done) return;
-    connection = caller_read_connection_;
-  }
-  if (connection)
+  if (auto connection = connection_to_help(*waiter))
     connection->read_for(waiter->promise, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
+}
+
+std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& waiter) {
+  std::lock_guard lock(recv_mutex_);
+  return waiter.done ? nullptr : caller_read_connection_;
 }
 
 bool PeerState::recvs_waiting() {

@@ -281,4 +281,57 @@ void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadl
   end_caller(result == Pumped::kFailed);
 }
 
+bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline, int extra_fd,
+                         std::chrono::microseconds busy_poll) {
+  transport::ThreadWaker& waker = transport::this_thread_waker();
+  if (!waker.valid()) return false;
+  std::vector<const Part*> mine;  // the parts whose connections this thread reads
+  for (const Part& part : parts)
+    if (part.reader && part.reader->begin_caller()) mine.push_back(&part);
+  const auto any_done = [&] {
+    return std::any_of(parts.begin(), parts.end(), [](const Part& p) { return p.until->done(); });
+  };
+  Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
+  std::vector<bool> to_read(mine.size(), true);
+  // Reads what has arrived where to_read says; a connection that cannot go on here (paused,
+  // failed) is handed back to the loop at once.
+  const auto pump_mine = [&](Reader how) {
+    for (std::size_t k = mine.size(); k-- > 0;) {
+      if (!to_read[k]) continue;
+      const Pumped result = mine[k]->reader->pump(how, mine[k]->until, later);
+      if (result != Pumped::kPaused && result != Pumped::kFailed) continue;
+      mine[k]->reader->end_caller(result == Pumped::kFailed);
+      mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+      to_read.erase(to_read.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+  };
+  pump_mine(Reader::kCaller);
+  if (busy_poll.count() > 0) {
+    const auto window_end = std::min(deadline, Clock::now() + busy_poll);
+    while (!any_done() && Clock::now() < window_end) pump_mine(Reader::kCallerBusyPolling);
+  }
+  bool extra = false;
+  std::vector<transport::Connection*> connections;
+  const auto readable = std::make_unique<bool[]>(parts.size() + 1);
+  while (!any_done()) {
+    // Completions elsewhere (the loop's, or another caller's) wake this thread.
+    std::size_t registered = 0;
+    while (registered < parts.size() && detail::PromiseAccess::set_waker(*parts[registered].until, &waker)) ++registered;
+    const bool wait = registered == parts.size();  // else one completed meanwhile
+    transport::WaitEnd end;
+    if (wait) {
+      connections.clear();
+      for (const Part* part : mine) connections.push_back(&part->reader->connection_);
+      end = transport::wait_any_readable(connections, {readable.get(), mine.size()}, deadline, waker, extra_fd);
+      for (std::size_t k = 0; k < mine.size(); ++k) to_read[k] = readable[k];
+    }
+    for (std::size_t i = 0; i < registered; ++i) detail::PromiseAccess::clear_waker(*parts[i].until);
+    extra = end.extra;
+    if (!wait || end.extra || end.deadline) break;
+    pump_mine(Reader::kCaller);
+  }
+  for (const Part* part : mine) part->reader->end_caller(false);
+  return extra;
+}
+
 }  // namespace wcomm

@@ -30,6 +30,7 @@
 #include <mutex>
 #include <optional>
 #include <functional>
+#include <span>
 #include <vector>
 
 #include <asio.hpp>
@@ -89,6 +90,17 @@ class ReadOwner {
   // deadline passes or it cannot go on (paused, failed, closed). busy_poll: first read for
   // that long without sleeping. Returns at once if another caller reads.
   void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll);
+  // The same for a thread waiting for any of several recvs (Comm::wait_any): it reads each
+  // part's connection whose reading it can take, until one part's promise is complete, the
+  // deadline passes, or extra_fd (if >= 0) is readable (then true). A part without a reader,
+  // or whose reading is the loop's or another caller's, is read by them; its completion
+  // wakes this thread.
+  struct Part {
+    ReadOwner* reader;  // may be null
+    const Promise<Received>* until;
+  };
+  static bool read_any(std::span<const Part> parts, Clock::time_point deadline, int extra_fd,
+                       std::chrono::microseconds busy_poll);
   bool standing_down() const { return standing_down_.load(); }
   bool paused() const;  // for the inbound bound: the peer is not being read on purpose
 

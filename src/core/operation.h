@@ -4,6 +4,7 @@
 #pragma once
 
 #include <chrono>
+#include <memory>
 #include <mutex>
 
 #include "wcomm/future.h"
@@ -51,6 +52,12 @@ struct PromiseAccess {
   static void clear_waker(const Promise<T>& promise) {
     std::lock_guard lock(promise.state_->mu);
     promise.state_->waker = nullptr;
+  }
+  // The operation behind future; null once its result is set.
+  template <class T>
+  static std::shared_ptr<Operation> operation(const Future<T>& future) {
+    std::lock_guard lock(future.state_->mu);
+    return future.state_->operation.lock();
   }
 };
 

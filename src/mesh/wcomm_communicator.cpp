@@ -1,10 +1,9 @@
-// WcommCommunicator: the mesh API over wcomm's Comm. Receiving: wcomm_inbox.h (recv callbacks
-// on Comm's loop thread fill an inbox and signal an eventfd the owner polls); sending:
-// wcomm_peer_out.h (one Comm send in flight per peer, batches behind it).
+// WcommCommunicator: the mesh API over wcomm's Comm. Receiving: wcomm_inbox.h (the owner's
+// waits read the peers' connections themselves); sending: wcomm_peer_out.h (one Comm send in
+// flight per peer, batches behind it).
 #include "wcomm/mesh/wcomm_communicator.h"
 
 #include <poll.h>
-#include <sys/eventfd.h>
 
 #include <algorithm>
 #include <cerrno>
@@ -70,7 +69,7 @@ struct WcommCommunicator::Impl {
   std::size_t sndhwm = 0;
   std::optional<AnchorLock> anchor;
   std::shared_ptr<Comm> comm;
-  std::shared_ptr<Inbox> inbox;
+  std::optional<Inbox> inbox;
   std::map<std::string, std::shared_ptr<PeerOut>, std::less<>> out;
 
   PeerOut& peer_out(std::string_view id) {
@@ -126,6 +125,8 @@ WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string>
   // The mesh counts messages in flight itself (sndhwm); Comm's own bound must not refuse first.
   spec.comm.max_peer_queued_messages = im.sndhwm + 1;
   spec.comm.max_peer_queued_bytes = std::max<std::uint64_t>(spec.comm.max_peer_queued_bytes, 1ull << 30);
+  spec.comm.recv_busy_poll_us = options.recv_busy_poll_us.value_or(static_cast<std::uint64_t>(
+      env_integer("WCOMM_RECV_BUSY_POLL_US", static_cast<long>(spec.comm.recv_busy_poll_us), 0, 1000000)));
   spec.comm.connect_timeout_s = 60.0;  // a peer may start a while after us, as with ZeroMQ
   // What Comm holds unreceived per peer is part of this entity's inbox bound: past it, peers
   // are pushed back (their sends block) instead of being read without limit.
@@ -133,19 +134,10 @@ WcommCommunicator::WcommCommunicator(std::string my_id, std::vector<std::string>
       std::min<std::uint64_t>(spec.comm.max_peer_unreceived_messages, std::max<std::size_t>(1, options.max_inbox_messages));
   im.comm = Comm::create(std::move(spec));
 
-  im.inbox = std::make_shared<Inbox>();
-  im.inbox->my_id = me;
-  im.inbox->max_messages = std::max<std::size_t>(1, options.max_inbox_messages);
-  im.inbox->fd = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  if (im.inbox->fd < 0) throw std::system_error(errno, std::generic_category(), "eventfd for the mesh inbox");
-  for (const Peer& p : im.comm->peers()) arm_recv(im.comm, im.inbox, im.comm->peer(p.node_id));
+  im.inbox.emplace(im.comm, me, options.max_inbox_messages);
 }
 
 WcommCommunicator::~WcommCommunicator() {
-  {
-    std::lock_guard lock(impl_->inbox->mu);
-    impl_->inbox->closed = true;
-  }
   for (auto& [id, po] : impl_->out) {
     std::lock_guard lock(po->mu);
     po->closed = true;
@@ -171,18 +163,8 @@ bool WcommCommunicator::try_send_bytes(std::string_view entity_id, std::string_v
 }
 
 std::vector<std::string> WcommCommunicator::take_all_bytes() {
-  Inbox& inbox = *impl_->inbox;
-  std::vector<std::string> out;
-  std::vector<const Peer*> parked;
-  {
-    std::lock_guard lock(inbox.mu);
-    out.assign(std::make_move_iterator(inbox.messages.begin()), std::make_move_iterator(inbox.messages.end()));
-    inbox.messages.clear();
-    inbox.reset_signal();
-    parked.swap(inbox.parked);
-  }
-  for (const Peer* p : parked) arm_recv(impl_->comm, impl_->inbox, *p);
-  return out;
+  impl_->inbox->collect();
+  return impl_->inbox->take_all();
 }
 
 Communicator::WaitResult WcommCommunicator::wait(int timeout_ms, const std::vector<std::string>& writable_peers) {
@@ -192,6 +174,10 @@ Communicator::WaitResult WcommCommunicator::wait(int timeout_ms, const std::vect
       if (impl_->peer_out(id).has_room()) return true;
     return false;
   };
+  auto event_fired = [&] {
+    pollfd fd{event_fd(), POLLIN, 0};
+    return event_fd() >= 0 && ::poll(&fd, 1, 0) > 0 && (fd.revents & POLLIN);
+  };
   if ((r.writable = writable())) return r;
   // A full peer's sends complete on the loop thread, which signals nothing here: while one is
   // wanted, wait in short slices and look again.
@@ -199,18 +185,15 @@ Communicator::WaitResult WcommCommunicator::wait(int timeout_ms, const std::vect
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
   Inbox& inbox = *impl_->inbox;
   while (true) {
-    int slice = timeout_ms;
+    std::optional<Seconds> slice;
+    if (timeout_ms >= 0) slice = Seconds(timeout_ms / 1000.0);
     if (!writable_peers.empty()) {
-      const auto left = std::chrono::duration_cast<std::chrono::milliseconds>(deadline - std::chrono::steady_clock::now());
-      slice = timeout_ms < 0 ? kSliceMs : static_cast<int>(std::clamp<long>(left.count(), 0, kSliceMs));
+      const auto left = std::chrono::duration<double>(deadline - std::chrono::steady_clock::now());
+      slice = Seconds(timeout_ms < 0 ? kSliceMs / 1000.0 : std::clamp(left.count(), 0.0, kSliceMs / 1000.0));
     }
-    pollfd fds[2] = {{inbox.fd, POLLIN, 0}, {event_fd(), POLLIN, 0}};
-    const int n = event_fd() >= 0 ? 2 : 1;
-    while (::poll(fds, n, slice) < 0 && errno == EINTR) {
-    }
-    r.event = n == 2 && (fds[1].revents & POLLIN);
-    if (r.event) drain_event();
-    r.readable = fds[0].revents & POLLIN;
+    inbox.wait(slice, event_fd());
+    if ((r.event = event_fired())) drain_event();
+    r.readable = !inbox.empty();
     r.writable = writable();
     if (r.readable || r.event || r.writable || writable_peers.empty() ||
         (timeout_ms >= 0 && std::chrono::steady_clock::now() >= deadline))

@@ -102,18 +102,9 @@ class SocketStream final : public Connection {
   }
   void stop_waiting_readable() override { read_watch_.reset(); }
 
-  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
-    // ppoll, not poll: a Python recv waits 200 us, not a whole millisecond.
-    const PollTimeout timeout(deadline);
-    if (timeout.passed()) return Wait::kDeadline;
-    pollfd fds[2] = {{fd_, POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 2, timeout.get(), nullptr);
-    if (ready > 0 && fds[1].revents) {
-      waker.clear();
-      if (!fds[0].revents) return Wait::kWoken;
-    }
-    if (ready == 0) return Wait::kDeadline;
-    return Wait::kReadable;  // (an interrupted poll too: the caller reads, finds nothing, waits again)
+  Prepared prepare_wait(std::vector<pollfd>& fds) override {
+    fds.push_back({fd_, POLLIN, 0});
+    return Prepared::kPolling;
   }
 
   void shutdown() override {

@@ -1,11 +1,15 @@
 // A per-thread eventfd that a thread waits on beside a connection while it reads for a recv,
-// so that a completion from elsewhere (another connection, cancel, close) can wake it.
+// so that a completion from elsewhere (another connection, cancel, close) can wake it; and
+// the sleep on several connections at once that Connection::wait_readable and
+// ReadOwner::read_any share.
 #pragma once
 
 #include <chrono>
 #include <ctime>
+#include <span>
 
 #include "core/operation.h"
+#include "transport/transport.h"
 
 namespace wcomm::transport {
 
@@ -46,5 +50,18 @@ class ThreadWaker final : public detail::Waker {
 
 // This thread's waker (made on first use, closed when the thread ends).
 ThreadWaker& this_thread_waker();
+
+// What ended a wait_any_readable besides readable connections.
+struct WaitEnd {
+  bool woken = false;     // the waker was woken (and is cleared)
+  bool extra = false;     // extra_fd is readable
+  bool deadline = false;  // the deadline passed with nothing readable
+};
+// The reader's thread sleeps until one of connections has bytes (or its end) to read, waker
+// is woken, extra_fd (if >= 0; not consumed) is readable, or the deadline passes.
+// readable[i] (same size as connections) then says which connections to read: every one
+// after an interrupted poll (a read finds nothing and the caller waits again).
+WaitEnd wait_any_readable(std::span<Connection* const> connections, std::span<bool> readable,
+                          std::chrono::steady_clock::time_point deadline, ThreadWaker& waker, int extra_fd = -1);
 
 }  // namespace wcomm::transport

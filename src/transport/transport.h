@@ -4,10 +4,13 @@
 // line in registry.cpp; tests/integration/transport_conformance_test.cpp then runs it.
 #pragma once
 
+#include <poll.h>
+
 #include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
+#include <span>
 #include <string>
 #include <string_view>
 #include <system_error>
@@ -63,8 +66,18 @@ class Connection {
 
   enum class Wait { kReadable, kWoken, kDeadline };
   // Any thread: sleeps until bytes have arrived (or the stream ended or failed: kReadable,
-  // the next read says which), waker is woken (kWoken), or the deadline passes.
-  virtual Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) = 0;
+  // the next read says which), waker is woken (kWoken), or the deadline passes. Built on
+  // prepare_wait and finish_wait.
+  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker);
+
+  // Any thread, the reader, for a thread about to sleep until bytes arrive, maybe on several
+  // connections and other descriptors at once (ReadOwner::read_any): kReadable if bytes (or
+  // the stream's end) can be read now; else kPolling, having added to fds what to poll for
+  // this connection's bytes. After a kPolling, finish_wait gets those entries back once the
+  // poll has returned, whatever it found (shared memory counts its sleeper out there).
+  enum class Prepared { kReadable, kPolling };
+  virtual Prepared prepare_wait(std::vector<pollfd>& fds) = 0;
+  virtual void finish_wait(std::span<const pollfd> /*mine*/) {}
 
   // Loop: ends both directions and cancels outstanding operations, but keeps the resources a
   // thread in wait_readable uses (it wakes up); close() releases them.

@@ -495,6 +495,17 @@ def test_ctrl_c_exits_0_even_twice(configs, args):
     assert "Traceback" not in err and "KeyboardInterrupt" not in err
 
 
+def test_a_ctrl_c_while_the_node_exits_does_not_kill_it():
+    # Python puts SIGINT's default action back as it finalizes: a second Ctrl-C that came late
+    # (here, under load, after the first had ended the run) killed the node with status -2.
+    program = ("import signal, sys\n"
+               "from wireless_comm import node\n"
+               "rc = node.main(['--config', '/nonexistent.yaml', 'recv', '--src', 'node-a'])\n"
+               "print(rc, signal.getsignal(signal.SIGINT) is signal.SIG_IGN)\n")
+    proc = subprocess.run([PYTHON, "-c", program], capture_output=True, text=True, env=child_env(), timeout=60)
+    assert proc.stdout.split() == ["1", "True"], proc.stderr
+
+
 def test_ctrl_c_twice_during_a_send(configs):
     # node-b is not running: the send waits, dialling, when the two Ctrl-Cs come.
     a, _ = configs

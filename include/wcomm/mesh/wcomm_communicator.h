@@ -28,6 +28,9 @@ struct WcommOptions {
   std::optional<int> sndhwm = {};
   // Received messages held before this entity stops reading its peers (they then block).
   std::size_t max_inbox_messages = 100000;
+  // How long a blocking get or poll reads its peers' connections without sleeping first
+  // (CommConfig::recv_busy_poll_us); none: WCOMM_RECV_BUSY_POLL_US, else Comm's default.
+  std::optional<std::uint64_t> recv_busy_poll_us = {};
   bool anchor_lock = true;
 };
 

@@ -173,24 +173,14 @@ class ShmConnection final : public Connection {
     socket_read_watch_.reset();
   }
 
-  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
-    if (!sleep_if_idle()) return Wait::kReadable;
-    bool sleeping = true;
-    const PollTimeout timeout(deadline);
-    if (timeout.passed()) {
-      wake_up(sleeping);
-      return Wait::kDeadline;
-    }
-    pollfd fds[3] = {{e_->in_data.get(), POLLIN, 0}, {e_->socket.get(), POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 3, timeout.get(), nullptr);
-    wake_up(sleeping, ready > 0 && fds[1].revents);
-    if (ready > 0 && fds[2].revents) {
-      waker.clear();
-      if (!fds[0].revents && !fds[1].revents && !readable_now()) return Wait::kWoken;
-    }
-    if (ready == 0) return readable_now() ? Wait::kReadable : Wait::kDeadline;
-    return Wait::kReadable;
+  Prepared prepare_wait(std::vector<pollfd>& fds) override {
+    if (!sleep_if_idle()) return Prepared::kReadable;
+    caller_sleeping_ = true;
+    fds.push_back({e_->in_data.get(), POLLIN, 0});
+    fds.push_back({e_->socket.get(), POLLIN, 0});
+    return Prepared::kPolling;
   }
+  void finish_wait(std::span<const pollfd> mine) override { wake_up(caller_sleeping_, mine[1].revents != 0); }
 
   // ---- ending -------------------------------------------------------------------------------
 
@@ -475,6 +465,7 @@ class ShmConnection final : public Connection {
   std::atomic<bool> peer_gone_{false};
   std::atomic<bool> shut_{false};
   bool loop_sleeping_ = false;  // the loop's async_wait_readable counts as a sleeper
+  bool caller_sleeping_ = false;  // a thread between prepare_wait and finish_wait counts as one
   bool closed_ = false;
   std::optional<asio::posix::stream_descriptor> data_watch_, space_watch_, socket_read_watch_, socket_write_watch_;
 };

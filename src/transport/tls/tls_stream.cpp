@@ -188,19 +188,11 @@ class TlsStream final : public Connection {
   }
   void stop_waiting_readable() override { read_watch_.reset(); }
 
-  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
+  Prepared prepare_wait(std::vector<pollfd>& fds) override {
     // Bytes OpenSSL already decrypted are not on the socket any more.
-    if (decrypted_waiting()) return Wait::kReadable;
-    const PollTimeout timeout(deadline);
-    if (timeout.passed()) return Wait::kDeadline;
-    pollfd fds[2] = {{bio_state_.fd, POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 2, timeout.get(), nullptr);
-    if (ready > 0 && fds[1].revents) {
-      waker.clear();
-      if (!fds[0].revents) return Wait::kWoken;
-    }
-    if (ready == 0) return Wait::kDeadline;
-    return Wait::kReadable;
+    if (decrypted_waiting()) return Prepared::kReadable;
+    fds.push_back({bio_state_.fd, POLLIN, 0});
+    return Prepared::kPolling;
   }
 
   void shutdown() override {

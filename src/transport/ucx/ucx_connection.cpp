@@ -81,18 +81,10 @@ class UcxConnection final : public Connection {
   }
   void stop_waiting_readable() override { watch_.reset(); }
 
-  Wait wait_readable(Clock::time_point deadline, ThreadWaker& waker) override {
-    if (channel_->readable()) return Wait::kReadable;
-    const PollTimeout timeout(deadline);
-    if (timeout.passed()) return Wait::kDeadline;
-    pollfd fds[2] = {{channel_->readable_fd(), POLLIN, 0}, {waker.fd(), POLLIN, 0}};
-    const int ready = ::ppoll(fds, 2, timeout.get(), nullptr);
-    if (ready > 0 && fds[1].revents) {
-      waker.clear();
-      if (!fds[0].revents) return Wait::kWoken;
-    }
-    if (ready <= 0) return channel_->readable() ? Wait::kReadable : Wait::kDeadline;
-    return Wait::kReadable;
+  Prepared prepare_wait(std::vector<pollfd>& fds) override {
+    if (channel_->readable()) return Prepared::kReadable;
+    fds.push_back({channel_->readable_fd(), POLLIN, 0});
+    return Prepared::kPolling;
   }
 
   void shutdown() override {
