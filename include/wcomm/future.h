@@ -11,6 +11,7 @@
 #include <optional>
 #include <thread>
 #include <utility>
+#include <vector>
 
 #include "wcomm/errors.h"
 
@@ -39,7 +40,7 @@ struct FutureState {
   std::function<void(Result<T>)> callback;
   std::weak_ptr<Operation> operation;  // set by the owner; dropped once the result is set
   Poster post;                         // where a late callback runs (never inline in then())
-  Waker* waker = nullptr;              // a helping thread sleeping for the result (under mu)
+  std::vector<Waker*> wakers;          // helping threads sleeping for the result (under mu)
 };
 }  // namespace detail
 
@@ -173,7 +174,7 @@ class Promise {
       state_->ready.store(true, std::memory_order_release);
       callback = std::move(state_->callback);
       state_->operation.reset();
-      if (state_->waker) detail::wake(*state_->waker);  // under mu: see detail::PromiseAccess
+      for (detail::Waker* waker : state_->wakers) detail::wake(*waker);  // under mu: see detail::PromiseAccess
     }
     state_->cv.notify_all();
     return callback;

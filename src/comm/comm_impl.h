@@ -188,7 +188,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void on_acks(const Frame& frame, ReadOwner::Reader reader) override;
   bool inbound_full() override;
   void abandon_frame(const Error& why, Later& later) override;
-  bool others_waiting() override;
+  bool others_waiting(std::size_t own) override;
   void on_read_failed(const Error& error) override { fail(error, false); }
 
   Comm::Impl& impl_;
@@ -279,8 +279,8 @@ class PeerState {
   std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
   void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool by_loop,
                             Later& later);
-  // Any thread: whether any recv on this peer is waiting.
-  bool recvs_waiting();
+  // Any thread: whether more than `beyond` recvs on this peer are waiting.
+  bool recvs_waiting(std::size_t beyond = 0);
   // Loop: an idle connection's heartbeat, written unless a frame is on its way (then the
   // frame itself says the connection lives).
   void send_heartbeat(Connection& connection);

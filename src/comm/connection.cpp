@@ -396,7 +396,7 @@ void Connection::on_acks(const Frame& frame, ReadOwner::Reader reader) {
 
 bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()); }
 
-bool Connection::others_waiting() { return peer_->recvs_waiting(); }
+bool Connection::others_waiting(std::size_t own) { return peer_->recvs_waiting(own); }
 
 void Connection::release_partial_charge(std::uint64_t bytes) {
   // The reader and the loop's fail() may both release: never more than is charged.

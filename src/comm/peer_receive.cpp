@@ -119,11 +119,13 @@ std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& wait
   return waiter.done ? nullptr : caller_read_connection_;
 }
 
-bool PeerState::recvs_waiting() {
+bool PeerState::recvs_waiting(std::size_t beyond) {
   std::lock_guard lock(recv_mutex_);
-  return std::any_of(waiters_.begin(), waiters_.end(), [](const auto& entry) {
-    return std::any_of(entry.second.begin(), entry.second.end(), [](const auto& w) { return !w->done; });
-  });
+  std::size_t waiting = 0;
+  for (const auto& [tag, waiters] : waiters_)
+    for (const auto& w : waiters)
+      if (!w->done && ++waiting > beyond) return true;
+  return false;
 }
 
 void PeerState::refresh_caller_read() {

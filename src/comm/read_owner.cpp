@@ -1,6 +1,10 @@
 // ReadOwner: the loop's and the callers' sides of reading, and the hand-over between them.
 #include "comm/read_owner.h"
 
+#include <algorithm>
+#include <cerrno>
+#include <system_error>
+
 #include "comm/comm_impl.h"
 #include "core/operation.h"
 #include "transport/thread_waker.h"
@@ -218,18 +222,18 @@ void ReadOwner::close(const Error& why) {
 
 // ---- a caller's side --------------------------------------------------------------------
 
-bool ReadOwner::begin_caller() {
+bool ReadOwner::begin_caller(bool wait_out_loop) {
   std::unique_lock lock(mu_);
   // The loop's reading is short (what has arrived); wait it out rather than sleep for a
   // message the loop would then have to hand over.
-  loop_done_.wait(lock, [&] { return owner_ != Owner::kLoop; });
+  if (wait_out_loop) loop_done_.wait(lock, [&] { return owner_ != Owner::kLoop; });
   if (owner_ != Owner::kNone || paused_ || failed_ || closing_) return false;
   owner_ = Owner::kCaller;
   return true;
 }
 
-void ReadOwner::end_caller(bool failed_here) {
-  const bool others_waiting = sink_.others_waiting();
+void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
+  const bool others_waiting = sink_.others_waiting(own_waiting);
   bool closing, requested;
   std::optional<Error> reason;
   {
@@ -274,7 +278,7 @@ void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadl
   while (result == Pumped::kWaiting) {
     if (!detail::PromiseAccess::set_waker(until, &waker)) break;  // completed meanwhile
     const auto woke = connection_.wait_readable(deadline, waker);
-    detail::PromiseAccess::clear_waker(until);
+    detail::PromiseAccess::clear_waker(until, &waker);
     if (woke == transport::Connection::Wait::kDeadline) break;
     result = pump(Reader::kCaller, &until, later);
   }
@@ -284,31 +288,47 @@ void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadl
 bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline, int extra_fd,
                          std::chrono::microseconds busy_poll) {
   transport::ThreadWaker& waker = transport::this_thread_waker();
-  if (!waker.valid()) return false;
-  std::vector<const Part*> mine;  // the parts whose connections this thread reads
-  for (const Part& part : parts)
-    if (part.reader && part.reader->begin_caller()) mine.push_back(&part);
+  if (!waker.valid()) throw std::system_error(errno, std::generic_category(), "an eventfd to wait on");
   const auto any_done = [&] {
     return std::any_of(parts.begin(), parts.end(), [](const Part& p) { return p.until->done(); });
   };
+  // The parts whose connections this thread reads, handed back however it leaves. A wait with
+  // no time to wait does not wait out the loop's reading either (a non-blocking look).
+  struct Mine {
+    std::vector<const Part*> parts;
+    std::span<const Part> all;
+    void hand_back(std::size_t k, bool failed) {
+      const ReadOwner* reader = parts[k]->reader;
+      // Recvs of ours it leaves waiting are ours to come back for: no reason to wake the loop.
+      const auto own = std::count_if(all.begin(), all.end(),
+                                     [&](const Part& p) { return p.reader == reader && !p.until->done(); });
+      parts[k]->reader->end_caller(failed, static_cast<std::size_t>(own));
+      parts.erase(parts.begin() + static_cast<std::ptrdiff_t>(k));
+    }
+    ~Mine() {
+      while (!parts.empty()) hand_back(parts.size() - 1, false);
+    }
+  } mine{{}, parts};
+  const bool wait_out_loop = Clock::now() < deadline;
+  for (const Part& part : parts)
+    if (part.reader && part.reader->begin_caller(wait_out_loop)) mine.parts.push_back(&part);
   Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
-  std::vector<bool> to_read(mine.size(), true);
+  std::vector<bool> to_read(mine.parts.size(), true);
   // Reads what has arrived where to_read says; a connection that cannot go on here (paused,
   // failed) is handed back to the loop at once.
   const auto pump_mine = [&](Reader how) {
-    for (std::size_t k = mine.size(); k-- > 0;) {
+    for (std::size_t k = mine.parts.size(); k-- > 0;) {
       if (!to_read[k]) continue;
-      const Pumped result = mine[k]->reader->pump(how, mine[k]->until, later);
+      const Pumped result = mine.parts[k]->reader->pump(how, mine.parts[k]->until, later);
       if (result != Pumped::kPaused && result != Pumped::kFailed) continue;
-      mine[k]->reader->end_caller(result == Pumped::kFailed);
-      mine.erase(mine.begin() + static_cast<std::ptrdiff_t>(k));
+      mine.hand_back(k, result == Pumped::kFailed);
       to_read.erase(to_read.begin() + static_cast<std::ptrdiff_t>(k));
     }
   };
   pump_mine(Reader::kCaller);
-  if (busy_poll.count() > 0) {
+  if (busy_poll.count() > 0 && !mine.parts.empty()) {  // (never spin for what others read)
     const auto window_end = std::min(deadline, Clock::now() + busy_poll);
-    while (!any_done() && Clock::now() < window_end) pump_mine(Reader::kCallerBusyPolling);
+    while (!any_done() && !mine.parts.empty() && Clock::now() < window_end) pump_mine(Reader::kCallerBusyPolling);
   }
   bool extra = false;
   std::vector<transport::Connection*> connections;
@@ -321,16 +341,15 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
     transport::WaitEnd end;
     if (wait) {
       connections.clear();
-      for (const Part* part : mine) connections.push_back(&part->reader->connection_);
-      end = transport::wait_any_readable(connections, {readable.get(), mine.size()}, deadline, waker, extra_fd);
-      for (std::size_t k = 0; k < mine.size(); ++k) to_read[k] = readable[k];
+      for (const Part* part : mine.parts) connections.push_back(&part->reader->connection_);
+      end = transport::wait_any_readable(connections, {readable.get(), connections.size()}, deadline, waker, extra_fd);
+      for (std::size_t k = 0; k < connections.size(); ++k) to_read[k] = readable[k];
     }
-    for (std::size_t i = 0; i < registered; ++i) detail::PromiseAccess::clear_waker(*parts[i].until);
+    for (std::size_t i = 0; i < registered; ++i) detail::PromiseAccess::clear_waker(*parts[i].until, &waker);
     extra = end.extra;
     if (!wait || end.extra || end.deadline) break;
     pump_mine(Reader::kCaller);
   }
-  for (const Part* part : mine) part->reader->end_caller(false);
   return extra;
 }
 

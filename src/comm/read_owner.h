@@ -66,8 +66,9 @@ class ReadOwner {
     virtual bool inbound_full() = 0;
     // The frame being read will not complete (the stream failed or was closed).
     virtual void abandon_frame(const Error& why, Later& later) = 0;
-    // Whether recvs other than the one a stopping caller read for are waiting.
-    virtual bool others_waiting() = 0;
+    // Whether recvs are waiting beyond `own` (those of the stopping caller that it leaves
+    // waiting: it comes back for them, or the loop's stand-down ends within 16 ms).
+    virtual bool others_waiting(std::size_t own) = 0;
     // Loop: reading failed (or the peer said CLOSE).
     virtual void on_read_failed(const Error& error) = 0;
   };
@@ -110,8 +111,8 @@ class ReadOwner {
   enum class Pumped { kDone, kWaiting, kPaused, kFailed, kYield };
 
   Pumped pump(Reader reader, const Promise<Received>* until, Later& later);
-  bool begin_caller();
-  void end_caller(bool failed_here);
+  bool begin_caller(bool wait_out_loop = true);
+  void end_caller(bool failed_here, std::size_t own_waiting = 0);
   void run(Later& later);
   void read_from_loop();
   void arm();

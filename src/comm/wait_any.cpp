@@ -16,15 +16,17 @@ std::optional<std::size_t> Comm::wait_any(std::span<const Future<Received>> recv
   };
   if (recvs.empty() && fd < 0 && !timeout)
     throw InvalidArgumentError("wait_any: no recvs, no descriptor and no timeout: it would wait forever");
-  const Clock::time_point deadline = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  // (A timeout of decades means "no deadline", and must not overflow the clock.)
+  const Clock::time_point deadline =
+      timeout && timeout->count() <= 1e9 ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
   std::vector<std::shared_ptr<RecvWaiter>> waiters;          // held while this thread reads for them
   std::vector<std::shared_ptr<Connection>> connections;      // likewise
   std::vector<ReadOwner::Part> parts;
   for (std::size_t i = 0; i < recvs.size(); ++i) {
     if (!recvs[i].valid()) throw InvalidArgumentError("wait_any: recv " + std::to_string(i) + " is an empty Future");
     auto operation = detail::PromiseAccess::operation(recvs[i]);
-    if (!operation) return first_ready();  // its result is set (the operation is dropped then)
     auto waiter = std::dynamic_pointer_cast<RecvWaiter>(operation);
+    if (!operation && recvs[i].ready()) return first_ready();  // done: its operation is dropped then
     if (!waiter || waiter->comm.lock() != impl_)
       throw InvalidArgumentError("wait_any: recv " + std::to_string(i) + " is not a recv of this Comm");
     // A recv with a timer is the loop's to complete (RecvWaiter::help); so are all on a closed Comm.

@@ -3,6 +3,7 @@
 // see only Future and Promise (wcomm/future.h).
 #pragma once
 
+#include <algorithm>
 #include <chrono>
 #include <memory>
 #include <mutex>
@@ -35,23 +36,25 @@ class Waker {
   virtual void wake() = 0;
 };
 
-// The wake handshake between a completer and a helping thread, under the promise's mutex:
-// set_waker registers only if the result is not there yet, completion wakes the registered
+// The wake handshake between a completer and helping threads, under the promise's mutex:
+// set_waker registers only if the result is not there yet, completion wakes every registered
 // waker before it lets go of the mutex, and clear_waker waits out such a completion. So a
 // thread that registered is always woken, and never after it has cleared (its waker may be
-// gone by then).
+// gone by then). Several threads may wait on one promise (a recv among several waits of
+// Comm::wait_any): each registers and clears its own.
 struct PromiseAccess {
   template <class T>
   static bool set_waker(const Promise<T>& promise, Waker* waker) {
     std::lock_guard lock(promise.state_->mu);
     if (promise.state_->result) return false;
-    promise.state_->waker = waker;
+    promise.state_->wakers.push_back(waker);
     return true;
   }
   template <class T>
-  static void clear_waker(const Promise<T>& promise) {
+  static void clear_waker(const Promise<T>& promise, Waker* waker) {
     std::lock_guard lock(promise.state_->mu);
-    promise.state_->waker = nullptr;
+    auto& wakers = promise.state_->wakers;
+    if (auto it = std::find(wakers.begin(), wakers.end(), waker); it != wakers.end()) wakers.erase(it);
   }
   // The operation behind future; null once its result is set.
   template <class T>

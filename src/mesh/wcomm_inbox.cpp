@@ -2,6 +2,8 @@
 
 #include <spdlog/spdlog.h>
 
+#include "wcomm/errors.h"
+
 #include "wcomm_batch.h"
 
 namespace wcomm::mesh {
@@ -26,6 +28,12 @@ void Inbox::wait(std::optional<Seconds> timeout, int fd) {
   waiting_.clear();
   for (const Source& s : sources_)
     if (s.recv.valid()) waiting_.push_back(s.recv);
+  if (waiting_.empty() && fd < 0 && !timeout) {  // nothing could ever end the wait
+    if (sources_.empty())
+      throw InvalidArgumentError("mesh entity '" + my_id_ +
+                                 "' has no peers to receive from: a blocking get without a timeout would never end");
+    throw ClosedError("the mesh communicator is closed");
+  }
   comm_->wait_any(waiting_, timeout, fd);
   file_ready();
 }
@@ -42,18 +50,21 @@ std::vector<std::string> Inbox::take_all() {
 }
 
 void Inbox::file_ready() {
-  for (Source& s : sources_) {
-    // Each ready recv is filed and the next one posted (it may be ready at once: Comm holds
-    // what it read meanwhile), until the bound holds the peer back. After an error the next
-    // recv waits for the next look, so a peer that keeps failing cannot keep us here.
-    while (s.recv.valid() && s.recv.ready()) {
+  // Each ready recv is filed and the next one posted (it may be ready at once: Comm holds what
+  // it read meanwhile), one per peer a round, so that a busy peer cannot keep the others out
+  // of a bounded inbox, until the bound holds the peers back. After an error the next recv
+  // waits for the next look, so a peer that keeps failing cannot keep us here.
+  for (bool filed = true; filed;) {
+    filed = false;
+    for (Source& s : sources_) {
+      if (!s.recv.valid() || !s.recv.ready()) continue;
       Result<Received> got = std::move(s.recv.wait());
       s.recv = {};
       const bool ok = got.ok();
       file(s, got);
-      if (s.held || (!ok && got.error().code == ErrorCode::kClosed)) break;
+      if (s.held || (!ok && got.error().code == ErrorCode::kClosed)) continue;
       s.recv = comm_->recv(*s.peer);
-      if (!ok) break;
+      filed = filed || ok;
     }
   }
 }

@@ -4,6 +4,7 @@
 #include <sys/eventfd.h>
 #include <unistd.h>
 
+#include <future>
 #include <thread>
 
 #include "comm_fixture.h"
@@ -149,6 +150,35 @@ TEST(WaitAnyEnds, AtItsTimeoutAtItsDescriptorAndAtOnceForAReadyRecv) {
   EXPECT_EQ(p.b->wait_any({}, Seconds(0.01)), std::nullopt);
 }
 
+TEST(WaitAnyEnds, ATimeoutOfDecadesMeansNoDeadline) {
+  auto p = make_pair();
+  std::vector<Future<Received>> recvs{p.b->recv(p.b->peer("node-a"))};
+  std::thread sender([&] {
+    std::this_thread::sleep_for(50ms);
+    wait_value(p.a->send(Value("late"), p.a->peer("node-b")));
+  });
+  EXPECT_EQ(p.b->wait_any(recvs, Seconds(1e12)), std::optional<std::size_t>(0));  // not an overflowed deadline
+  sender.join();
+}
+
+TEST(WaitAnyEnds, ItLeavesAnotherThreadWaitingOnTheSameRecvWakeable) {
+  // A thread blocked on recv R, and another waiting for R or S that leaves when S comes: R's
+  // cancel must still wake the first (one waker slot per promise lost its registration).
+  Trio t = connected_trio("tcp");
+  Future<Received> r = t.a->recv(t.from_b());
+  auto blocked = std::async(std::launch::async, [&] { return r.wait_for(30s) != nullptr; });
+  std::this_thread::sleep_for(100ms);  // it reads node-b's connection, asleep
+  std::vector<Future<Received>> recvs{r, t.a->recv(t.from_c())};
+  wait_value(t.c->send(Value("s"), t.c->peer("node-a")));
+  EXPECT_EQ(t.a->wait_any(recvs, Seconds(10)), std::optional<std::size_t>(1));
+  const auto start = std::chrono::steady_clock::now();
+  r.cancel();
+  ASSERT_EQ(blocked.wait_for(10s), std::future_status::ready);
+  EXPECT_TRUE(blocked.get());
+  EXPECT_LT(seconds_since(start), 5.0) << "the blocked thread slept on after the cancel";
+  EXPECT_EQ(wait_result(r).error().code, ErrorCode::kCancelled);
+}
+
 TEST(WaitAnyEnds, RefusesWhatIsNotARecvOfThisComm) {
   auto p = make_pair();
   std::vector<Future<Received>> other{p.a->recv(p.a->peer("node-b"))};
@@ -158,6 +188,9 @@ TEST(WaitAnyEnds, RefusesWhatIsNotARecvOfThisComm) {
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("recv 0 is not a recv of this Comm"), std::string::npos) << e.what();
   }
+  Promise<Received> own;  // a Future of the caller's own, with no recv behind it
+  std::vector<Future<Received>> not_a_recv{own.future()};
+  EXPECT_THROW((void)p.b->wait_any(not_a_recv, Seconds(1)), InvalidArgumentError);
   std::vector<Future<Received>> empty(1);
   EXPECT_THROW((void)p.b->wait_any(empty, Seconds(1)), InvalidArgumentError);
   EXPECT_THROW((void)p.b->wait_any({}), InvalidArgumentError);  // it would wait forever

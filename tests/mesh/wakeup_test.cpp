@@ -164,6 +164,18 @@ TEST(MeshZmq, RdmaIsRefusedNamingTheWcommBackend) {
   }
 }
 
+TEST(MeshWcomm, ABlockingGetWithNothingThatCouldEndItIsRefused) {
+  TempDir dir;
+  WcommCommunicator lonely("worker_0", {}, {.ipc_socket_path_prefix = ipc_prefix(dir)});
+  try {
+    (void)lonely.get_all_new_messages(true);
+    FAIL() << "a blocking get with no peers, event or timeout returned";
+  } catch (const InvalidArgumentError& e) {
+    EXPECT_NE(std::string(e.what()).find("has no peers to receive from"), std::string::npos) << e.what();
+  }
+  EXPECT_TRUE(lonely.get_all_new_messages(true, 0.01).empty());  // with a timeout it just waits
+}
+
 TEST(MeshWcomm, UnknownEntityIsNamed) {
   TempDir dir;
   WcommCommunicator c("worker_0", {"worker_1"}, {.ipc_socket_path_prefix = ipc_prefix(dir)});

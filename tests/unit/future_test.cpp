@@ -88,9 +88,22 @@ TEST(Future, AClearedWakerIsNeverWoken) {
   Promise<int> promise;
   CountingWaker waker;
   ASSERT_TRUE(detail::PromiseAccess::set_waker(promise, &waker));
-  detail::PromiseAccess::clear_waker(promise);
+  detail::PromiseAccess::clear_waker(promise, &waker);
   promise.complete(1);
   EXPECT_EQ(waker.wakes, 0);
+}
+
+TEST(Future, EachOfSeveralWakersIsWokenUnlessItClearedItself) {
+  // Two threads waiting on one recv (Comm::wait_any beside a blocked get): one leaving must
+  // not unregister the other.
+  Promise<int> promise;
+  CountingWaker stays, leaves;
+  ASSERT_TRUE(detail::PromiseAccess::set_waker(promise, &stays));
+  ASSERT_TRUE(detail::PromiseAccess::set_waker(promise, &leaves));
+  detail::PromiseAccess::clear_waker(promise, &leaves);
+  promise.complete(1);
+  EXPECT_EQ(stays.wakes, 1);
+  EXPECT_EQ(leaves.wakes, 0);
 }
 
 // Many rounds of a sleeper registering, checking and clearing against a completer on another
@@ -105,7 +118,7 @@ TEST(Future, WakeHandshakeNeverLosesAWakeUp) {
     std::thread completer([&] { promise.complete(round); });
     const bool registered = detail::PromiseAccess::set_waker(promise, &waker);
     completer.join();
-    detail::PromiseAccess::clear_waker(promise);
+    detail::PromiseAccess::clear_waker(promise, &waker);
     EXPECT_TRUE(!registered || waker.woken.load()) << "round " << round;
     EXPECT_TRUE(promise.done());
   }

@@ -424,13 +424,17 @@ class ShmConnection final : public Connection {
   // A sleeper woke up (or stopped waiting): counts it out, notices the peer's end when the
   // socket said something, and clears a doorbell left ringing with nothing to read (the
   // reader that emptied the ring may have looked before the ring came). Data published
-  // before that ring is seen by the next look.
+  // before that ring is seen by the next look. A ring that comes between the look and the
+  // drain was meant for another sleeper (the loop, whose epoll would find the doorbell
+  // quiet): it is rung again.
   void wake_up(bool& sleeping, bool socket_ready = false) {
     if (!sleeping) return;
     sleeping = false;
     in_.consumer_sleepers.fetch_sub(1, std::memory_order_relaxed);
     if (socket_ready) check_peer_gone();
-    if (!readable_now()) drain_doorbell(e_->in_data.get());
+    if (readable_now()) return;
+    drain_doorbell(e_->in_data.get());
+    if (readable_now()) ring_doorbell(e_->in_data.get());
   }
   // Nothing is written on the socket after set-up: readable means the peer is gone.
   void check_peer_gone() {
