@@ -268,8 +268,11 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   impl->self = impl;
   // The thread keeps the Impl alive while it runs: a Comm destroyed from its own callback
   // detaches the thread, which then drains the loop and lets go last.
-  impl->thread = std::thread([keep = impl] {
+  impl->thread = std::thread([keep = impl]() mutable {
     pthread_setname_np(pthread_self(), "wcomm-loop");  // as top -H and gdb show it
+    // Held until this thread's last log line: a detached loop (see above) may outlive main(),
+    // and letting go of the logger orders its last use before the logger's end at exit.
+    const auto logger = spdlog::default_logger();
     keep->io.run();  // returns once close() has ended everything and no work is left
     {
       std::lock_guard lock(keep->post_mutex);
@@ -277,6 +280,7 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     }
     keep->io.restart();
     keep->io.poll();  // what was posted before the flag went up
+    keep.reset();     // (its end may log)
   });
   return std::shared_ptr<Comm>(new Comm(std::move(impl)));
 }
