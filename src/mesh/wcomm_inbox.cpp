@@ -18,8 +18,7 @@ Inbox::Inbox(std::shared_ptr<Comm> comm, std::string my_id, std::size_t max_mess
 
 void Inbox::collect() {
   // A zero wait reads what has arrived (the loop may be standing down after our last wait).
-  file_ready();
-  if (messages_.empty()) wait(Seconds(0), -1);
+  wait(Seconds(0), -1);
 }
 
 void Inbox::wait(std::optional<Seconds> timeout, int fd) {
