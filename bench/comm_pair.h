@@ -6,6 +6,7 @@
 // For the Comm API benchmarks.
 #pragma once
 
+#include <sched.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -21,6 +22,17 @@ namespace wcomm::bench_programs {
 inline int run_comm_pair_configs(const std::string& transport, const CommConfig& config, const CommConfig& dialer_config,
                                  const std::function<void(Comm&, const Peer&)>& listener,
                                  const std::function<void(Comm&, const Peer&)>& dialer);
+
+// WCOMM_BENCH_PIN=1: the parent (and the threads it starts) on CPU 0, the child on CPU 1, so
+// that the scheduler's placement does not make the figures bimodal.
+inline void pin_to_cpu(int cpu) {
+  const char* pin = std::getenv("WCOMM_BENCH_PIN");
+  if (!pin || std::string(pin) != "1") return;
+  cpu_set_t set;
+  CPU_ZERO(&set);
+  CPU_SET(cpu, &set);
+  if (sched_setaffinity(0, sizeof set, &set) != 0) die("WCOMM_BENCH_PIN: cannot pin to CPU " + std::to_string(cpu));
+}
 
 // Runs listener(comm, peer) in the parent and dialer(comm, peer) in a forked child; returns
 // the child's exit status (the dialer measures and prints).
@@ -53,6 +65,7 @@ inline int run_comm_pair_configs(const std::string& transport, const CommConfig&
   if (pipe(port_pipe) != 0) die("pipe failed");
   // Fork before any Comm exists: a Comm owns a thread, which a fork would not carry over.
   const pid_t child = fork();
+  pin_to_cpu(child != 0 ? 0 : 1);
   if (child != 0) {
     // The child's directory entry is never dialed, so its address is a placeholder.
     auto comm = Comm::create(CommSpec{{"echo", "", 0, {address(0)}}, {{"ping", "", 0, {address(1)}}}, "", config});

@@ -19,6 +19,9 @@ namespace wcomm {
 
 // Runs a function later on an executor (the Comm's loop thread).
 using Poster = std::function<void(std::function<void()>)>;
+// One Poster shared by many promises: each holds a reference, not a copy (a std::function
+// copy allocates; a Comm makes one per operation).
+using SharedPoster = std::shared_ptr<const Poster>;
 
 namespace detail {
 // The operation behind a Future and what a helping thread sleeps on: implemented inside
@@ -39,7 +42,7 @@ struct FutureState {
   std::optional<Result<T>> result;
   std::function<void(Result<T>)> callback;
   std::weak_ptr<Operation> operation;  // set by the owner; dropped once the result is set
-  Poster post;                         // where a late callback runs (never inline in then())
+  SharedPoster post;                   // where a late callback runs (never inline in then())
   std::vector<Waker*> wakers;          // helping threads sleeping for the result (under mu)
 };
 }  // namespace detail
@@ -63,6 +66,8 @@ class Future {
   // do the work on this thread first (a recv reads, and briefly busy-polls, its own socket).
   Result<T>& wait() {
     help(std::chrono::steady_clock::time_point::max());
+    // Set before ready (release), never changed after: no lock needed to read it then.
+    if (ready()) return *state_->result;
     std::unique_lock lock(state_->mu);
     state_->cv.wait(lock, [&] { return state_->result.has_value(); });
     return *state_->result;
@@ -95,10 +100,10 @@ class Future {
       return;
     }
     Result<T> result = *state_->result;
-    Poster post = state_->post;
+    SharedPoster post = state_->post;
     lock.unlock();
     auto run = [cb = std::move(callback), r = std::move(result)]() mutable { cb(std::move(r)); };
-    if (post) post(std::move(run)); else std::thread(std::move(run)).detach();
+    if (post && *post) (*post)(std::move(run)); else std::thread(std::move(run)).detach();
   }
 
   // Asks for the operation to be cancelled. It then fails with CancelledError, unless it had
@@ -135,6 +140,9 @@ template <class T>
 class Promise {
  public:
   explicit Promise(Poster post = {}) : state_(std::make_shared<detail::FutureState<T>>()) {
+    if (post) state_->post = std::make_shared<const Poster>(std::move(post));
+  }
+  explicit Promise(SharedPoster post) : state_(std::make_shared<detail::FutureState<T>>()) {
     state_->post = std::move(post);
   }
   Future<T> future() const { return Future<T>(state_); }
@@ -186,6 +194,12 @@ class Promise {
 // A Future that is already complete (for results known at the call).
 template <class T>
 Future<T> ready_future(Result<T> result, Poster post = {}) {
+  Promise<T> promise(std::move(post));
+  promise.complete(std::move(result));
+  return promise.future();
+}
+template <class T>
+Future<T> ready_future(Result<T> result, SharedPoster post) {
   Promise<T> promise(std::move(post));
   promise.complete(std::move(result));
   return promise.future();

@@ -58,11 +58,11 @@ bool Comm::Impl::post(std::function<void()> fn) {
   return true;
 }
 
-Poster Comm::Impl::poster() {
-  return [weak = self](std::function<void()> fn) {
+SharedPoster Comm::Impl::make_poster(std::weak_ptr<Impl> self) {
+  return std::make_shared<const Poster>([weak = std::move(self)](std::function<void()> fn) {
     auto impl = weak.lock();
     if (!impl || !impl->post(fn)) std::thread(std::move(fn)).detach();
-  };
+  });
 }
 
 PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
@@ -266,6 +266,7 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   listen(*impl);
   impl->work.emplace(impl->io.get_executor());
   impl->self = impl;
+  impl->poster = Impl::make_poster(impl);
   // The thread keeps the Impl alive while it runs: a Comm destroyed from its own callback
   // detaches the thread, which then drains the loop and lets go last.
   impl->thread = std::thread([keep = impl]() mutable {
@@ -333,7 +334,7 @@ std::vector<Peer> Comm::peers() const {
 }
 
 Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload, CommOptions options) {
-  Poster post = impl_->poster();
+  const SharedPoster& post = impl_->poster;
   PeerState* state = impl_->find_peer(peer.node_id);
   if (!state)
     return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
@@ -419,7 +420,7 @@ namespace {
 Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
                              CommOptions options) {
   Comm::Impl& impl = *owner;
-  Poster post = impl.poster();
+  const SharedPoster& post = impl.poster;
   PeerState* state = impl.find_peer(peer.node_id);
   if (!state)
     return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
@@ -445,7 +446,7 @@ Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
 Future<Received> Comm::recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options) {
   if (into.empty())
     return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "recv_into needs at least one tensor"},
-                                  impl_->poster());
+                                  impl_->poster);
   return submit_recv(impl_, peer, std::move(into), options);
 }
 

@@ -292,7 +292,7 @@ class PeerState {
   // being read count from when their storage is allocated (charge_partial) until they are
   // delivered or dropped (release_partial; any thread): connections that each hold most of a
   // large frame cannot pin memory past the bound.
-  bool pause_if_full(const std::shared_ptr<Connection>& connection);
+  bool pause_if_full(Connection& connection);
   void charge_partial(std::uint64_t bytes);
   void release_partial(std::uint64_t bytes);
   void close_all(const Error& error);
@@ -375,6 +375,8 @@ class PeerState {
   std::mutex recv_mutex_;
   bool recv_closed_ = false;
   std::atomic<bool> any_paused_{false};
+  // A recv_into was ever posted: until then a frame need not look for one (under the lock).
+  std::atomic<bool> any_into_{false};
   std::unordered_map<std::uint32_t, std::deque<Received>> inbox_;
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;
@@ -437,8 +439,10 @@ struct Comm::Impl {
   // after close: nothing is ever posted where it would not run.
   bool post(std::function<void()> fn);
   // Where a Future's late callback runs: the loop, or once it has finished a thread of its own.
-  Poster poster();
   std::weak_ptr<Impl> self;          // set by Comm::create
+  // What this Comm's promises post late callbacks with: made once (by Comm::create), shared.
+  SharedPoster poster;
+  static SharedPoster make_poster(std::weak_ptr<Impl> self);
   const std::string incarnation = new_connection_id().substr(0, 16);  // this Comm's, for HELLO
   std::function<void(const PeerEvent&)> peer_event_handler;          // loop only
   std::mutex post_mutex;

@@ -315,27 +315,31 @@ void Connection::start_reading() {
 Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) {
   // A pending recv_into on this tag takes the tensors straight into the caller's memory. It
   // is claimed now (a cancel no longer takes it back), and completed by this frame.
-  auto into = peer_->claim_into_waiter(header.tag);
-  std::size_t next_into = 0;
-  std::optional<std::string> into_mismatch;
+  struct Storage {
+    Comm::Impl& impl;
+    std::shared_ptr<RecvWaiter> into;
+    std::size_t next_into = 0;
+    std::optional<std::string> into_mismatch;
+  } storage{impl_, peer_->claim_into_waiter(header.tag)};
   CodecOptions options;
   options.limits = &impl_.spec.comm;
   options.registry = &impl_.registry;
   std::shared_lock codec_lock(impl_.codec_mutex);
-  options.allocate = [&](const SegmentSpec& spec) -> Result<Buffer> {
-    if (into && spec.dtype) {
-      if (next_into < into->into.size()) {
-        const Tensor& t = into->into[next_into++];
+  // (One pointer captured: the std::function holds it without allocating, once per frame.)
+  options.allocate = [&s = storage](const SegmentSpec& spec) -> Result<Buffer> {
+    if (s.into && spec.dtype) {
+      if (s.next_into < s.into->into.size()) {
+        const Tensor& t = s.into->into[s.next_into++];
         if (t.dtype() == *spec.dtype && t.shape() == *spec.shape) return t.buffer();
-        into_mismatch = "tensor " + std::to_string(next_into - 1) + " of the message is " +
-                        std::string(dtype_name(*spec.dtype)) + " with " + std::to_string(spec.shape->size()) +
-                        " dims, which does not match the recv_into destination";
-      } else if (!into_mismatch) {
-        into_mismatch = "the message holds more tensors than recv_into was given";
+        s.into_mismatch = "tensor " + std::to_string(s.next_into - 1) + " of the message is " +
+                          std::string(dtype_name(*spec.dtype)) + " with " + std::to_string(spec.shape->size()) +
+                          " dims, which does not match the recv_into destination";
+      } else if (!s.into_mismatch) {
+        s.into_mismatch = "the message holds more tensors than recv_into was given";
       }
     }
-    if (impl_.allocator) {
-      Buffer b = impl_.allocator(spec.nbytes);
+    if (s.impl.allocator) {
+      Buffer b = s.impl.allocator(spec.nbytes);
       if (b.size() != spec.nbytes) return Error{ErrorCode::kInvalidArgument, "allocator returned a wrong size"};
       return b;
     }
@@ -343,7 +347,7 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   };
   auto decoded = decode_data_manifest(header, manifest, options);
   codec_lock.unlock();
-  if (into) frames_into_[header.message_id] = IntoClaim{into, std::move(into_mismatch)};
+  if (storage.into) frames_into_[header.message_id] = IntoClaim{storage.into, std::move(storage.into_mismatch)};
   if (!decoded) return decoded;  // the reader fails; abandon_frame completes `into`
   // Counted against the inbound bound while it is read (chunked messages may interleave).
   peer_->charge_partial(header.frame_bytes());
@@ -394,7 +398,7 @@ void Connection::on_acks(const Frame& frame, ReadOwner::Reader reader) {
   });
 }
 
-bool Connection::inbound_full() { return peer_->pause_if_full(shared_from_this()); }
+bool Connection::inbound_full() { return peer_->pause_if_full(*this); }
 
 bool Connection::others_waiting(std::size_t own) { return peer_->recvs_waiting(own); }
 

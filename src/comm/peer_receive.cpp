@@ -72,6 +72,7 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // wake-up would cost a context switch on every recv).
   const bool loop_parts = timeout.has_value();
   waiter->from_caller = !loop_parts;
+  if (!waiter->into.empty()) any_into_.store(true, std::memory_order_relaxed);
   std::optional<Result<Received>> taken;
   {
     std::lock_guard lock(recv_mutex_);
@@ -156,6 +157,8 @@ void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error err
 }
 
 std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
+  // A recv_into posted as this frame arrives may be missed: it then gets a copy (finish_taken).
+  if (!any_into_.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(recv_mutex_);
   auto found = waiters_.find(tag);
   if (found == waiters_.end() || found->second.empty()) return nullptr;
@@ -239,13 +242,13 @@ void PeerState::post_in_order(std::function<void()> fn) {
   if (!impl_.post(run)) run();  // the loop has finished (closed): complete here
 }
 
-bool PeerState::pause_if_full(const std::shared_ptr<Connection>& connection) {
+bool PeerState::pause_if_full(Connection& connection) {
   const CommConfig& c = impl_.spec.comm;
   std::lock_guard lock(recv_mutex_);
   if (unreceived_messages_ < c.max_peer_unreceived_messages &&
       unreceived_bytes_ + partial_bytes_ < c.max_peer_unreceived_bytes)
     return false;
-  paused_.push_back(connection);
+  paused_.push_back(connection.shared_from_this());  // (only now: this runs before every frame)
   any_paused_.store(true, std::memory_order_release);
   return true;
 }

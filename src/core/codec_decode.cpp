@@ -153,19 +153,8 @@ class ManifestDecoder {
       malformed("segment " + std::to_string(index) + " declares " + std::to_string(segments_[index].length) + " bytes but " +
                 what() + " needs " + std::to_string(declared));
     segments_[index].seen = true;
-    SegmentSpec spec{static_cast<std::size_t>(index), static_cast<std::size_t>(declared), dtype, shape};
-    Buffer buffer;
-    if (options_.allocate) {
-      auto r = options_.allocate(spec);
-      if (!r) throw_error(r.error());
-      buffer = std::move(r.value());
-      if (buffer.size() != spec.nbytes || (!buffer.data() && spec.nbytes))
-        fail(ErrorCode::kInvalidArgument, "segment allocator returned " + std::to_string(buffer.size()) +
-                                              " bytes for segment " + std::to_string(index) + ", which needs " +
-                                              std::to_string(spec.nbytes));
-    } else {
-      buffer = Buffer::allocate(spec.nbytes);
-    }
+    Buffer buffer = codec_detail::allocate_segment(
+        options_, SegmentSpec{static_cast<std::size_t>(index), static_cast<std::size_t>(declared), dtype, shape});
     buffers_[index] = buffer;
     return buffer;
   }
@@ -404,6 +393,23 @@ class ManifestDecoder {
 
 }  // namespace
 
+DecodedData codec_detail::decode_manifest_generally(const FrameHeader& header, std::span<const std::uint8_t> manifest,
+                                                   const CodecOptions& options) {
+  return ManifestDecoder(header, options).decode(manifest);
+}
+
+Buffer codec_detail::allocate_segment(const CodecOptions& options, const SegmentSpec& spec) {
+  if (!options.allocate) return Buffer::allocate(spec.nbytes);
+  auto r = options.allocate(spec);
+  if (!r) throw_error(r.error());
+  Buffer buffer = std::move(r.value());
+  if (buffer.size() != spec.nbytes || (!buffer.data() && spec.nbytes))
+    fail(ErrorCode::kInvalidArgument, "segment allocator returned " + std::to_string(buffer.size()) +
+                                          " bytes for segment " + std::to_string(spec.index) + ", which needs " +
+                                          std::to_string(spec.nbytes));
+  return buffer;
+}
+
 Result<DecodedData> decode_data_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
                                          const CodecOptions& options) {
   return codec_detail::run_guarded([&]() -> Result<DecodedData> {
@@ -412,7 +418,8 @@ Result<DecodedData> decode_data_manifest(const FrameHeader& header, std::span<co
       malformed("manifest span of " + std::to_string(manifest.size()) + " bytes but the header declares " +
                 std::to_string(header.manifest_size));
     codec_detail::check_header_limits(header, codec_detail::limits_of(options));
-    return ManifestDecoder(header, options).decode(manifest);
+    if (auto small = codec_detail::decode_small_manifest(header, manifest, options)) return std::move(*small);
+    return codec_detail::decode_manifest_generally(header, manifest, options);
   });
 }
 

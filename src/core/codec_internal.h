@@ -54,8 +54,10 @@ inline T load_be(const std::uint8_t* in) {
 struct VectorSink {
   std::vector<std::uint8_t>* out;
   void write(const char* data, std::size_t size) {
-    out->insert(out->end(), reinterpret_cast<const std::uint8_t*>(data),
-                reinterpret_cast<const std::uint8_t*>(data) + size);
+    // (vector::insert's general range path costs more than the few bytes msgpack writes.)
+    const std::size_t at = out->size();
+    out->resize(at + size);
+    std::memcpy(out->data() + at, data, size);
   }
 };
 
@@ -158,6 +160,19 @@ class UnpackedDocument {
 };
 
 inline std::string_view str_of(const msgpack::object& o) { return {o.via.str.ptr, o.via.str.size}; }
+
+// Storage for one segment: the options' allocator if any (its result checked), else fresh
+// memory. Throws what the allocator failed with.
+Buffer allocate_segment(const CodecOptions& options, const SegmentSpec& spec);
+
+// The common manifest (one bytes or tensor root, no piggypayload, canonical encoding)
+// decoded without msgpack; nullopt for anything else, or anything to refuse (the general
+// decoder then decides). The header's limits must have been checked.
+std::optional<DecodedData> decode_small_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
+                                                 const CodecOptions& options);
+// Any manifest, with every check (throws what it refuses). The same preconditions.
+DecodedData decode_manifest_generally(const FrameHeader& header, std::span<const std::uint8_t> manifest,
+                                      const CodecOptions& options);
 
 // Piggypayload nesting limit of docs/wire-format.md (the metadata map itself is level 1).
 inline constexpr std::size_t kMaxPiggypayloadDepth = 16;
