@@ -77,10 +77,10 @@ class NodeEncoder {
   }
   void encode(const Tensor& t, std::size_t) {
     auto needed = tensor_nbytes(t.dtype(), t.shape());
-    std::string type = detail::describe_tensor_type(t.dtype(), t.shape());
-    if (!needed) unserializable("tensor " + type + " has an invalid shape");
+    auto type = [&] { return detail::describe_tensor_type(t.dtype(), t.shape()); };  // (for an error only)
+    if (!needed) unserializable("tensor " + type() + " has an invalid shape");
     if (*needed != t.nbytes())
-      unserializable("tensor " + type + " holds " + std::to_string(t.nbytes()) + " bytes but needs " +
+      unserializable("tensor " + type() + " holds " + std::to_string(t.nbytes()) + " bytes but needs " +
                      std::to_string(*needed));
     head("tensor", 5);
     p_.pack_uint64(add_segment(t.buffer()));
@@ -219,6 +219,37 @@ void pack_piggy(Packer& p, codec_detail::VectorSink& sink, const Value& v, std::
 
 }  // namespace
 
+// The manifest after the header's room in frame.head, and the segments, by the node tree.
+void codec_detail::encode_manifest_generally(const Value& root, const Value& piggypayload, const CodecOptions& options,
+                                            EncodedFrame& frame) {
+  const CommConfig& limits = codec_detail::limits_of(options);
+  codec_detail::VectorSink sink{&frame.head};
+  Packer p(sink);
+
+  p.pack_map(3);
+  pack_name(p, "root");
+  NodeEncoder nodes(p, sink, options);
+  nodes.node(root, 0);
+
+  pack_name(p, "piggypayload");
+  if (!piggypayload.is_none() && !piggypayload.is<Dict>())
+    unserializable("piggypayload must be None or a Dict with string keys, got " + summarize(piggypayload, 60));
+  std::size_t before = frame.head.size();
+  pack_piggy(p, sink, piggypayload, 1);
+  std::size_t piggy_bytes = frame.head.size() - before;
+  if (piggy_bytes > limits.max_metadata_bytes)
+    fail(ErrorCode::kMessageTooLarge, "piggypayload packs to " + std::to_string(piggy_bytes) +
+                                          " bytes, over max_metadata_bytes (" +
+                                          std::to_string(limits.max_metadata_bytes) +
+                                          "); put large data in the message itself");
+
+  frame.segments = nodes.take_segments();
+  frame.payload_bytes = nodes.payload_bytes();
+  pack_name(p, "segments");
+  p.pack_array(static_cast<std::uint32_t>(frame.segments.size()));
+  for (const auto& s : frame.segments) p.pack_uint64(s.size());
+}
+
 Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, std::uint32_t tag,
                                  std::uint64_t message_id, const CodecOptions& options) {
   return codec_detail::run_guarded([&]() -> Result<EncodedFrame> {
@@ -228,31 +259,8 @@ Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, s
     // one contiguous buffer without a copy.
     frame.head.reserve(256);  // a small message's whole head, in one allocation
     frame.head.resize(kHeaderSize);
-    codec_detail::VectorSink sink{&frame.head};
-    Packer p(sink);
-
-    p.pack_map(3);
-    pack_name(p, "root");
-    NodeEncoder nodes(p, sink, options);
-    nodes.node(root, 0);
-
-    pack_name(p, "piggypayload");
-    if (!piggypayload.is_none() && !piggypayload.is<Dict>())
-      unserializable("piggypayload must be None or a Dict with string keys, got " + summarize(piggypayload, 60));
-    std::size_t before = frame.head.size();
-    pack_piggy(p, sink, piggypayload, 1);
-    std::size_t piggy_bytes = frame.head.size() - before;
-    if (piggy_bytes > limits.max_metadata_bytes)
-      fail(ErrorCode::kMessageTooLarge, "piggypayload packs to " + std::to_string(piggy_bytes) +
-                                            " bytes, over max_metadata_bytes (" +
-                                            std::to_string(limits.max_metadata_bytes) +
-                                            "); put large data in the message itself");
-
-    frame.segments = nodes.take_segments();
-    frame.payload_bytes = nodes.payload_bytes();
-    pack_name(p, "segments");
-    p.pack_array(static_cast<std::uint32_t>(frame.segments.size()));
-    for (const auto& s : frame.segments) p.pack_uint64(s.size());
+    if (!codec_detail::encode_small_manifest(root, piggypayload, options, frame))
+      codec_detail::encode_manifest_generally(root, piggypayload, options, frame);
 
     std::size_t manifest_size = frame.head.size() - kHeaderSize;
     if (manifest_size > limits.max_manifest_bytes || manifest_size > std::numeric_limits<std::uint32_t>::max())

@@ -170,6 +170,15 @@ Buffer allocate_segment(const CodecOptions& options, const SegmentSpec& spec);
 // decoder then decides). The header's limits must have been checked.
 std::optional<DecodedData> decode_small_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
                                                  const CodecOptions& options);
+// Encodes the common manifest (as above) after the header's room in frame.head, with its
+// segment; false, with frame untouched, for any other message. Byte for byte what
+// encode_manifest_generally writes for it.
+bool encode_small_manifest(const Value& root, const Value& piggypayload, const CodecOptions& options,
+                           EncodedFrame& frame);
+// Any message's manifest and segments (throws what it refuses).
+void encode_manifest_generally(const Value& root, const Value& piggypayload, const CodecOptions& options,
+                               EncodedFrame& frame);
+
 // Any manifest, with every check (throws what it refuses). The same preconditions.
 DecodedData decode_manifest_generally(const FrameHeader& header, std::span<const std::uint8_t> manifest,
                                       const CodecOptions& options);

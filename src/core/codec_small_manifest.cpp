@@ -1,10 +1,11 @@
-// The common DATA manifest, decoded without unpacking it: a root that is one bytes or one
-// tensor node, no piggypayload, one segment. Most messages between ML nodes are exactly
-// that, and the general decoder (two msgpack passes and an object tree) costs more than the
-// rest of a small message's receive path. This one matches the canonical encoding byte by
-// byte, in the key order every encoder writes; anything else, or anything it would have to
-// refuse, is left to the general decoder, which gives the precise error. Whatever it
-// accepts, the general decoder decodes to the same value (codec_test.cpp checks both ways).
+// The common DATA manifest, encoded and decoded without msgpack: a root that is one bytes or
+// one tensor node, no piggypayload, one segment. Most messages between ML nodes are exactly
+// that, and the general codec (the packer's many small writes; two msgpack passes and an
+// object tree to decode) costs more than the rest of a small message's path. The encoder
+// writes the canonical bytes the general encoder writes; the decoder matches them byte by
+// byte, in the key order every encoder writes. Anything else, or anything to refuse, is left
+// to the general codec, which gives the precise error. Whatever the decoder accepts, the
+// general decoder decodes to the same value (codec_small_manifest_test.cpp checks both).
 #include <cstring>
 #include <limits>
 
@@ -78,7 +79,50 @@ constexpr auto kTensorNode = "\x95\xa6" "tensor" "\x00"sv;  // ["tensor", 0, (nb
 // , "piggypayload": nil, "segments": [(one length)]}
 constexpr auto kTail = "\xacpiggypayload\xc0\xa8segments\x91"sv;
 
+// msgpack's smallest form of a non-negative integer, as msgpack-cxx's packer writes it.
+void put_uint(std::vector<std::uint8_t>& out, std::uint64_t v) {
+  if (v <= 0x7f) return out.push_back(std::uint8_t(v));
+  const std::uint8_t width = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
+  out.push_back(width == 1 ? 0xcc : width == 2 ? 0xcd : width == 4 ? 0xce : 0xcf);
+  for (int shift = 8 * (width - 1); shift >= 0; shift -= 8) out.push_back(std::uint8_t(v >> shift));
+}
+void put(std::vector<std::uint8_t>& out, std::string_view bytes) { out.insert(out.end(), bytes.begin(), bytes.end()); }
+
 }  // namespace
+
+bool encode_small_manifest(const Value& root, const Value& piggypayload, const CodecOptions& options,
+                           EncodedFrame& frame) {
+  const CommConfig& limits = limits_of(options);
+  if (!piggypayload.is_none() || limits.max_segments < 1 || limits.max_container_nodes < 1) return false;
+  const Bytes* bytes = std::get_if<Bytes>(&root.variant());
+  const Tensor* tensor = std::get_if<Tensor>(&root.variant());
+  if (tensor) {
+    const auto needed = tensor_nbytes(tensor->dtype(), tensor->shape());
+    if (tensor->shape().size() > 15 || !needed || *needed != tensor->nbytes()) return false;  // (its error is the general encoder's)
+  } else if (!bytes) {
+    return false;
+  }
+  const Buffer& segment = tensor ? tensor->buffer() : bytes->buffer;
+  auto& out = frame.head;
+  put(out, kRoot);
+  if (tensor) {
+    put(out, kTensorNode);
+    put_uint(out, segment.size());
+    const std::string_view name = dtype_name(tensor->dtype());
+    out.push_back(std::uint8_t(0xa0 | name.size()));
+    put(out, name);
+    out.push_back(std::uint8_t(0x90 | tensor->shape().size()));
+    for (auto d : tensor->shape()) put_uint(out, static_cast<std::uint64_t>(d));
+  } else {
+    put(out, kBytesNode);
+    put_uint(out, segment.size());
+  }
+  put(out, kTail);
+  put_uint(out, segment.size());
+  frame.segments.push_back(segment);
+  frame.payload_bytes = segment.size();
+  return true;
+}
 
 std::optional<DecodedData> decode_small_manifest(const FrameHeader& header, std::span<const std::uint8_t> manifest,
                                                  const CodecOptions& options) {

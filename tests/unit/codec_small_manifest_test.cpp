@@ -140,6 +140,30 @@ TEST(SmallManifest, UsesTheAllocatorAndReportsItsFailure) {
   EXPECT_EQ(small(e.header, e.manifest, wrong), "refused: " + std::string(error_code_name(ErrorCode::kInvalidArgument)));
 }
 
+TEST(SmallManifest, EncodesTheCommonMessagesByteForByteAsTheGeneralEncoder) {
+  for (const Value& v : common_values()) {
+    EncodedFrame fast, slow;
+    ASSERT_TRUE(codec_detail::encode_small_manifest(v, None{}, {}, fast));
+    codec_detail::encode_manifest_generally(v, None{}, {}, slow);
+    EXPECT_EQ(fast.head, slow.head);
+    EXPECT_EQ(fast.payload_bytes, slow.payload_bytes);
+    ASSERT_EQ(fast.segments.size(), 1u);
+    EXPECT_EQ(fast.segments[0].data(), slow.segments[0].data());  // the value's own memory, not a copy
+  }
+  const Value others[] = {None{}, Value(std::string("text")), List{Bytes("ab")},
+                          Tensor::zeros(DType::kUInt8, Shape(16, 1))};
+  for (const Value& v : others) {
+    EncodedFrame frame;
+    EXPECT_FALSE(codec_detail::encode_small_manifest(v, None{}, {}, frame));
+    EXPECT_TRUE(frame.head.empty() && frame.segments.empty());
+  }
+  EncodedFrame frame;
+  EXPECT_FALSE(codec_detail::encode_small_manifest(Bytes("ab"), Dict{{Value(std::string("k")), Value(true)}}, {}, frame));
+  CommConfig no_segments;
+  no_segments.max_segments = 0;
+  EXPECT_FALSE(codec_detail::encode_small_manifest(Bytes("ab"), None{}, {.limits = &no_segments}, frame));
+}
+
 // Every manifest it takes after a mutation (a flipped, replaced, dropped or added byte), the
 // general decoder takes as the same value.
 TEST(SmallManifest, MutatedManifestsItTakesAreOnesTheGeneralDecoderTakesAlike) {
