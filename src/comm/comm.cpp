@@ -70,6 +70,11 @@ PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
   return found == peers.end() ? nullptr : found->second.get();
 }
 
+PeerState* Comm::Impl::find_peer(const Peer& peer) const {
+  auto found = peers_by_address.find(&peer);
+  return found != peers_by_address.end() ? found->second : find_peer(peer.node_id);
+}
+
 namespace {
 
 // The host a connection comes from, for the per-source bound: the remote address without its
@@ -256,6 +261,7 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
     if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)
       throw InvalidArgumentError("peer '" + p.node_id + "' is listed twice");
   }
+  for (const auto& [name, state] : impl->peers) impl->peers_by_address.emplace(&state->peer(), state.get());
   if (impl->spec.comm.tls.enabled()) {
     for (const Address& a : impl->spec.local.endpoints())
       if (a.scheme != "tcp")
@@ -335,7 +341,7 @@ std::vector<Peer> Comm::peers() const {
 
 Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload, CommOptions options) {
   const SharedPoster& post = impl_->poster;
-  PeerState* state = impl_->find_peer(peer.node_id);
+  PeerState* state = impl_->find_peer(peer);
   if (!state)
     return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
   if (impl_->closed.load()) return ready_future<SendResult>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
@@ -421,7 +427,7 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
                              CommOptions options) {
   Comm::Impl& impl = *owner;
   const SharedPoster& post = impl.poster;
-  PeerState* state = impl.find_peer(peer.node_id);
+  PeerState* state = impl.find_peer(peer);
   if (!state)
     return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
   if (impl.closed.load()) return ready_future<Received>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);

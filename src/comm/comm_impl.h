@@ -74,6 +74,7 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   std::uint64_t bytes() const { return frame.wire_bytes(); }
   std::uint32_t frame_tag() const { return tag; }
   std::vector<asio::const_buffer> gather() const;
+  void gather_into(std::vector<asio::const_buffer>& buffers) const;  // (replaces what buffers held)
   std::vector<asio::const_buffer> payload_gather() const;  // the segments only
   void cancel() override;  // Future::cancel(): removes it from the queue, or aborts its write
 };
@@ -449,6 +450,9 @@ struct Comm::Impl {
   bool loop_finished = false;        // under post_mutex
   transport::Options transport_options() const;
   PeerState* find_peer(std::string_view node_id) const;
+  // The same for a Peer; one that Comm::peer() returned is found by its address.
+  PeerState* find_peer(const Peer& peer) const;
+  std::unordered_map<const Peer*, PeerState*> peers_by_address;  // fixed after create
   void on_accepted(std::unique_ptr<transport::Connection> stream);
   void evict_oldest_handshakes();
   void evict_from_source(const std::string& source);

@@ -26,11 +26,16 @@ std::vector<asio::const_buffer> OutMessage::payload_gather() const {
 
 std::vector<asio::const_buffer> OutMessage::gather() const {
   std::vector<asio::const_buffer> buffers;
+  gather_into(buffers);
+  return buffers;
+}
+
+void OutMessage::gather_into(std::vector<asio::const_buffer>& buffers) const {
+  buffers.clear();
   buffers.reserve(1 + frame.segments.size());
   buffers.emplace_back(frame.head.data(), frame.head.size());
   for (const Buffer& b : frame.segments)
     if (b.size()) buffers.emplace_back(b.data(), b.size());
-  return buffers;
 }
 
 // ---- send side -------------------------------------------------------------------------
@@ -70,7 +75,9 @@ Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> messa
       (chunk == 0 || message->frame.payload_bytes <= chunk)) {
     std::error_code ec;
     inline_connection_->mark_used();
-    std::size_t written = inline_connection_->try_write(message->gather(), ec);
+    thread_local std::vector<asio::const_buffer> buffers;  // (reused: no allocation per message)
+    message->gather_into(buffers);
+    std::size_t written = inline_connection_->try_write(buffers, ec);
     if (written == message->bytes()) {
       lock.unlock();
       impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);

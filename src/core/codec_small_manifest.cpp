@@ -79,14 +79,19 @@ constexpr auto kTensorNode = "\x95\xa6" "tensor" "\x00"sv;  // ["tensor", 0, (nb
 // , "piggypayload": nil, "segments": [(one length)]}
 constexpr auto kTail = "\xacpiggypayload\xc0\xa8segments\x91"sv;
 
+void put(std::vector<std::uint8_t>& out, std::string_view bytes) {
+  const std::size_t at = out.size();
+  out.resize(at + bytes.size());
+  std::memcpy(out.data() + at, bytes.data(), bytes.size());
+}
 // msgpack's smallest form of a non-negative integer, as msgpack-cxx's packer writes it.
 void put_uint(std::vector<std::uint8_t>& out, std::uint64_t v) {
   if (v <= 0x7f) return out.push_back(std::uint8_t(v));
-  const std::uint8_t width = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
-  out.push_back(width == 1 ? 0xcc : width == 2 ? 0xcd : width == 4 ? 0xce : 0xcf);
-  for (int shift = 8 * (width - 1); shift >= 0; shift -= 8) out.push_back(std::uint8_t(v >> shift));
+  const std::size_t width = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
+  char b[9] = {char(width == 1 ? 0xcc : width == 2 ? 0xcd : width == 4 ? 0xce : 0xcf)};
+  for (std::size_t i = 0; i < width; ++i) b[width - i] = char(v >> (8 * i));
+  put(out, {b, width + 1});
 }
-void put(std::vector<std::uint8_t>& out, std::string_view bytes) { out.insert(out.end(), bytes.begin(), bytes.end()); }
 
 }  // namespace
 
