@@ -4,7 +4,10 @@
 # the ring with WCOMM_SHM_CMA=0) vs a one-thread memcpy and vs tcp; 64 B round trip over shm vs
 # tcp without busy polling (and beside its floor, two eventfd wake-ups between two processes:
 # raw_wakeup_pingpong), and over shm with busy polling vs ucx_perftest tag_lat over UCX
-# shared memory (UCX_TLS=posix,self; it reports half a round trip, doubled here); unix vs tcp
+# shared memory (UCX_TLS=posix,self; it reports half a round trip, doubled here) and beside
+# the shm transport's own busy-polled round trip below the Comm API (shm_ring_pingpong, 130 B:
+# the size of a 64 B message's frame), the busy-polled pairs pinned one process per core
+# (WCOMM_BENCH_PIN=1, taskset for ucx_perftest); unix vs tcp
 # goodput at 1 KiB .. 64 MiB; peak RSS of a 200 MiB receive over shm. The 64 MiB rows: the
 # receiver's recv_into (posted 1 ahead, and 5 ahead of the sender's 4 in flight), plain recv,
 # and plain recv with a block cache large enough for every 64 MiB block in flight. Prints a
@@ -19,7 +22,7 @@ build="$(cd "${1:-$root/build}" && pwd)"
 repeat="${REPEAT:-3}"
 rounds="${ROUNDS:-5000}"
 python=/usr/bin/python3
-for b in memcpy_bw api_goodput api_pingpong recv_rss raw_wakeup_pingpong; do
+for b in memcpy_bw api_goodput api_pingpong recv_rss raw_wakeup_pingpong shm_ring_pingpong; do
   [ -x "$build/bench/$b" ] || { echo "run_shm_bench: build $b first (cmake --build $build --target $b)" >&2; exit 1; }
 done
 command -v ucx_perftest >/dev/null || { echo "run_shm_bench: ucx_perftest is missing (ucx-utils)" >&2; exit 1; }
@@ -52,12 +55,13 @@ ucx_port=$((20000 + RANDOM % 30000))
 for turn in $(seq "$repeat"); do
   "$build/bench/api_pingpong" "$rounds" 64 0 shm >>"$work/rtt_shm.jsonl"
   "$build/bench/api_pingpong" "$rounds" 64 0 tcp >>"$work/rtt_tcp.jsonl"
-  "$build/bench/api_pingpong" "$rounds" 64 200 shm >>"$work/rtt_shm_busy.jsonl"
+  WCOMM_BENCH_PIN=1 "$build/bench/api_pingpong" "$rounds" 64 200 shm >>"$work/rtt_shm_busy.jsonl"
+  WCOMM_BENCH_PIN=1 "$build/bench/shm_ring_pingpong" "$rounds" 130 >>"$work/rtt_ring.jsonl"
   # The floor of any round trip whose two sides sleep until woken: two eventfd wake-ups.
   "$build/bench/raw_wakeup_pingpong" "$rounds" >>"$work/rtt_wakeup.jsonl"
-  UCX_TLS=posix,self ucx_perftest -p "$ucx_port" >/dev/null 2>&1 &
+  UCX_TLS=posix,self taskset -c 0 ucx_perftest -p "$ucx_port" >/dev/null 2>&1 &
   for _ in $(seq 50); do  # the server needs a moment to listen
-    if UCX_TLS=posix,self ucx_perftest 127.0.0.1 -p "$ucx_port" -t tag_lat -s 64 -n "$rounds" >"$work/ucx.$turn.txt" 2>/dev/null; then break; fi
+    if UCX_TLS=posix,self taskset -c 1 ucx_perftest 127.0.0.1 -p "$ucx_port" -t tag_lat -s 64 -n "$rounds" >"$work/ucx.$turn.txt" 2>/dev/null; then break; fi
     sleep 0.1
   done
   wait || true
@@ -93,10 +97,11 @@ r_tcp="$(median "$work/rtt_tcp.jsonl" p50_us)"
 r_busy="$(median "$work/rtt_shm_busy.jsonl" p50_us)"
 r_ucx="$(median "$work/rtt_ucx.jsonl" p50_us)"
 r_wakeup="$(median "$work/rtt_wakeup.jsonl" p50_us)"
-"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" "$g_shm_recv" "$g_tcp_recv" "$g_shm_recv_cache" "$g_tcp_recv_cache" "$r_wakeup" "$g_shm_ahead" <<'PY'
+r_ring="$(median "$work/rtt_ring.jsonl" p50_us)"
+"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" "$g_shm_recv" "$g_tcp_recv" "$g_shm_recv_cache" "$g_tcp_recv_cache" "$r_wakeup" "$g_shm_ahead" "$r_ring" <<'PY'
 import json, statistics, sys
 work = sys.argv[1]
-memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx, g_shm_recv, g_tcp_recv, g_shm_rc, g_tcp_rc, r_wakeup, g_shm_ahead = map(float, sys.argv[2:])
+memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx, g_shm_recv, g_tcp_recv, g_shm_rc, g_tcp_rc, r_wakeup, g_shm_ahead, r_ring = map(float, sys.argv[2:])
 print("| figure | wcomm | reference (same run) | ratio | target |")
 print("|---|---|---|---|---|")
 print(f"| 64 MiB goodput, shm (cross-memory attach), recv_into posted 1 ahead | {g_shm:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_shm/memcpy:.2f}x | >= 0.8x |")
@@ -107,7 +112,8 @@ print(f"| 64 MiB goodput, shm, plain recv, WCOMM_BLOCK_CACHE_BYTES=1GiB | {g_shm
 print(f"| 64 MiB goodput, shm ring (WCOMM_SHM_CMA=0) | {g_ring:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_ring/memcpy:.2f}x | (fallback) |")
 print(f"| 64 B round trip p50, no busy polling | shm {r_shm:.1f} us | tcp {r_tcp:.1f} us | {r_shm/r_tcp:.2f}x | <= 0.3x |")
 print(f"| 64 B round trip p50, no busy polling, vs its floor | shm {r_shm:.1f} us | two eventfd wake-ups {r_wakeup:.1f} us (tcp: {r_wakeup/r_tcp:.2f}x tcp) | {r_shm/r_wakeup:.2f}x | (fair reference) |")
-print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.1f} us | ucx tag_lat posix,self {r_ucx:.1f} us | {r_busy/r_ucx:.2f}x | <= 2x |")
+print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.2f} us | ucx tag_lat posix,self {r_ucx:.2f} us | {r_busy/r_ucx:.2f}x | <= 2x |")
+print(f"| busy-polled round trip of the shm transport alone (130 B, no Comm API) | {r_ring:.2f} us | ucx tag_lat posix,self {r_ucx:.2f} us | {r_ring/r_ucx:.2f}x | (fair reference) |")
 for size in (1024, 65536, 1048576, 67108864):
     u = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/u_{size}.jsonl") if l.startswith("{"))
     t = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/t_{size}.jsonl") if l.startswith("{"))

@@ -346,39 +346,30 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
     return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
   if (impl_->closed.load()) return ready_future<SendResult>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
 
-  auto message = std::make_shared<OutMessage>();
-  message->id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
+  const std::uint64_t id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
+  EncodedFrame frame;
   {
     CodecOptions codec;
     codec.limits = &impl_->spec.comm;
     codec.registry = &impl_->registry;
     std::shared_lock lock(impl_->codec_mutex);
-    auto encoded = encode_data(value, piggypayload, options.tag, message->id, codec);
+    auto encoded = encode_data(value, piggypayload, options.tag, id, codec);
     if (!encoded) return ready_future<SendResult>(encoded.error(), post);
-    message->frame = std::move(encoded).value();
+    frame = std::move(encoded).value();
   }
-  if (message->bytes() > impl_->spec.comm.max_peer_queued_bytes)
+  if (frame.wire_bytes() > impl_->spec.comm.max_peer_queued_bytes)
     return ready_future<SendResult>(
-        Error{ErrorCode::kMessageTooLarge, "message of " + std::to_string(message->bytes()) +
+        Error{ErrorCode::kMessageTooLarge, "message of " + std::to_string(frame.wire_bytes()) +
                                                " bytes can never fit the send queue (max_peer_queued_bytes=" +
                                                std::to_string(impl_->spec.comm.max_peer_queued_bytes) + ")"},
         post);
-  message->promise = Promise<SendResult>(post);
-  message->wants_ack = options.ack;
-  message->tag = options.tag;
-  message->compress = options.compress;
-  message->priority = options.priority;
-  if (message->priority == Priority::kAuto) {
+  Priority priority = options.priority;
+  if (priority == Priority::kAuto) {
     // Small messages (control traffic) first; what would be chunked is bulk.
     const std::uint64_t small = impl_->spec.comm.chunk_bytes ? impl_->spec.comm.chunk_bytes : 256ull << 10;
-    message->priority = message->frame.payload_bytes <= small ? Priority::kHigh : Priority::kBulk;
+    priority = frame.payload_bytes <= small ? Priority::kHigh : Priority::kBulk;
   }
-  message->peer = state;
-  message->comm = impl_;
-  message->promise.set_operation(message);
-  Future<SendResult> future = message->promise.future();
-  state->send_from_caller(std::move(message), options);
-  return future;
+  return state->send_from_caller(std::move(frame), id, priority, options);
 }
 
 namespace {

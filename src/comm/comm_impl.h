@@ -74,7 +74,6 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   std::uint64_t bytes() const { return frame.wire_bytes(); }
   std::uint32_t frame_tag() const { return tag; }
   std::vector<asio::const_buffer> gather() const;
-  void gather_into(std::vector<asio::const_buffer>& buffers) const;  // (replaces what buffers held)
   std::vector<asio::const_buffer> payload_gather() const;  // the segments only
   void cancel() override;  // Future::cancel(): removes it from the queue, or aborts its write
 };
@@ -244,10 +243,12 @@ class PeerState {
   // Any thread: how the peer is reached now.
   PeerStats stats() const;
 
-  // Caller's thread. When the peer is idle (connection up, nothing queued or being written)
-  // the frame is written right here, with no hop to the loop; otherwise, or for what the
+  // Caller's thread: Comm::send's encoded frame. When the peer is idle (connection up, nothing
+  // queued or being written) it is written right here, with no hop to the loop, and a whole
+  // write completes the Future at once (no OutMessage is made); otherwise, or for what the
   // kernel did not take at once, the message goes to the loop in FIFO order.
-  Future<SendResult> send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options);
+  Future<SendResult> send_from_caller(EncodedFrame frame, std::uint64_t id, Priority priority,
+                                      const CommOptions& options);
   // Loop: no more writes from callers' threads until the peer is idle again.
   void disable_inline();
   void refresh_inline();

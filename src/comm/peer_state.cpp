@@ -24,20 +24,6 @@ std::vector<asio::const_buffer> OutMessage::payload_gather() const {
   return buffers;
 }
 
-std::vector<asio::const_buffer> OutMessage::gather() const {
-  std::vector<asio::const_buffer> buffers;
-  gather_into(buffers);
-  return buffers;
-}
-
-void OutMessage::gather_into(std::vector<asio::const_buffer>& buffers) const {
-  buffers.clear();
-  buffers.reserve(1 + frame.segments.size());
-  buffers.emplace_back(frame.head.data(), frame.head.size());
-  for (const Buffer& b : frame.segments)
-    if (b.size()) buffers.emplace_back(b.data(), b.size());
-}
-
 // ---- send side -------------------------------------------------------------------------
 
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
@@ -65,33 +51,60 @@ bool PeerState::has_capacity_for(std::uint64_t bytes) const {
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
 }
 
-Future<SendResult> PeerState::send_from_caller(std::shared_ptr<OutMessage> message, const CommOptions& options) {
-  Future<SendResult> future = message->promise.future();
+namespace {
+void gather_frame(const EncodedFrame& frame, std::vector<asio::const_buffer>& buffers) {
+  buffers.clear();
+  buffers.reserve(1 + frame.segments.size());
+  buffers.emplace_back(frame.head.data(), frame.head.size());
+  for (const Buffer& b : frame.segments)
+    if (b.size()) buffers.emplace_back(b.data(), b.size());
+}
+}  // namespace
+
+std::vector<asio::const_buffer> OutMessage::gather() const {
+  std::vector<asio::const_buffer> buffers;
+  gather_frame(frame, buffers);
+  return buffers;
+}
+
+Future<SendResult> PeerState::send_from_caller(EncodedFrame frame, std::uint64_t id, Priority priority,
+                                               const CommOptions& options) {
   std::unique_lock lock(inline_mutex_);
   // (A send that wants an ACK goes through the loop, which knows whether the peer gives one;
   // one that would be chunked too: once started here, it would have to be written whole.)
   const std::uint64_t chunk = impl_.spec.comm.chunk_bytes;
-  if (inline_connection_ && posted_sends_ == 0 && !message->wants_ack &&
-      (chunk == 0 || message->frame.payload_bytes <= chunk)) {
+  std::uint64_t written = 0;
+  std::shared_ptr<Connection> written_to;
+  if (inline_connection_ && posted_sends_ == 0 && !options.ack && (chunk == 0 || frame.payload_bytes <= chunk)) {
     std::error_code ec;
     inline_connection_->mark_used();
     thread_local std::vector<asio::const_buffer> buffers;  // (reused: no allocation per message)
-    message->gather_into(buffers);
-    std::size_t written = inline_connection_->try_write(buffers, ec);
-    if (written == message->bytes()) {
+    gather_frame(frame, buffers);
+    written = inline_connection_->try_write(buffers, ec);
+    if (written == frame.wire_bytes()) {
+      // Sent whole: no OutMessage, no operation behind the Future (nothing left to cancel).
       lock.unlock();
       impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
       impl_.stats.wire_bytes_sent.fetch_add(written, std::memory_order_relaxed);
-      message->frame.segments.clear();
-      message->promise.complete(SendResult{message->id, written});  // no callback can be set yet
-      return future;
+      return ready_future<SendResult>(SendResult{id, written}, impl_.poster);
     }
-    if (written > 0) {  // the rest of this frame must follow on the same connection, first
-      message->written_inline = written;
-      message->inline_connection = inline_connection_;
-    }
+    if (written > 0) written_to = inline_connection_;  // the rest of this frame must follow on it, first
     inline_connection_.reset();
   }
+  auto message = std::make_shared<OutMessage>();
+  message->id = id;
+  message->tag = options.tag;
+  message->frame = std::move(frame);
+  message->promise = Promise<SendResult>(impl_.poster);
+  message->wants_ack = options.ack;
+  message->compress = options.compress;
+  message->priority = priority;
+  message->peer = this;
+  message->comm = impl_.self;
+  message->written_inline = written;
+  message->inline_connection = std::move(written_to);
+  message->promise.set_operation(message);
+  Future<SendResult> future = message->promise.future();
   // Posted under the mutex, so messages reach the loop in call order.
   const bool posted = impl_.post([this, message, options] {
     submit_send(message, options);
