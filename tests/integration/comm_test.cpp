@@ -396,5 +396,38 @@ TEST(CommCallbacks, ThenRunsOnceOffTheCallingThread) {
   EXPECT_NE(f.get(), std::this_thread::get_id());
 }
 
+// A send the caller's thread writes whole returns a Future that is complete already: its
+// callback still runs once, off the calling thread; cancelling it changes nothing; the
+// message ids keep counting up, and the peer gets every message in order.
+TEST(CommCallbacks, ASendWrittenWholeByItsCallerIsCompleteAtOnce) {
+  auto p = make_pair();
+  const Peer& b = p.a->peer("node-b");
+  wait_value(p.a->send(Value(0), b));  // dials; later sends find the connection idle
+  wait_value(p.b->recv(p.b->peer("node-a")));
+  std::optional<Future<SendResult>> complete;
+  std::uint64_t last_id = 0;
+  int sent = 1;
+  for (int i = 0; i < 200 && !complete; ++i) {  // (the loop hands the idle connection over)
+    auto f = p.a->send(Value(sent++), b);
+    if (f.ready()) complete = f;
+    const auto id = wait_value(f).message_id;
+    EXPECT_GT(id, last_id);
+    last_id = id;
+    if (!complete) std::this_thread::sleep_for(5ms);
+  }
+  ASSERT_TRUE(complete.has_value()) << "no send was written whole by its caller";
+  complete->cancel();
+  EXPECT_EQ(wait_value(*complete).message_id, last_id);
+  std::promise<std::thread::id> where;
+  complete->then([&](Result<SendResult> r) {
+    EXPECT_TRUE(r.ok());
+    where.set_value(std::this_thread::get_id());
+  });
+  auto ran = where.get_future();
+  ASSERT_EQ(ran.wait_for(5s), std::future_status::ready);
+  EXPECT_NE(ran.get(), std::this_thread::get_id());
+  for (int i = 1; i < sent; ++i) EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(i));
+}
+
 }  // namespace
 }  // namespace wcomm::testing
