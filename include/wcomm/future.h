@@ -145,6 +145,11 @@ class Promise {
   explicit Promise(SharedPoster post) : state_(std::make_shared<detail::FutureState<T>>()) {
     state_->post = std::move(post);
   }
+  // With its operation from the start (what set_operation does, without the lock: no other
+  // thread can see a promise being made).
+  Promise(SharedPoster post, std::weak_ptr<detail::Operation> operation) : Promise(std::move(post)) {
+    state_->operation = std::move(operation);
+  }
   Future<T> future() const { return Future<T>(state_); }
   // The operation that cancel() and waiting threads turn to (wcomm's own operations).
   void set_operation(std::weak_ptr<detail::Operation> operation) {

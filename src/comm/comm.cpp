@@ -425,10 +425,9 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   auto waiter = std::make_shared<RecvWaiter>();
   waiter->tag = options.tag;
   waiter->into = std::move(into);
-  waiter->promise = Promise<Received>(post);
+  waiter->promise = Promise<Received>(post, waiter);
   waiter->peer = state;
   waiter->comm = owner;
-  waiter->promise.set_operation(waiter);
   Future<Received> future = waiter->promise.future();
   state->recv_from_caller(waiter, options.timeout);
   return future;

@@ -383,7 +383,7 @@ class PeerState {
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;
   std::uint64_t unreceived_messages_ = 0;
-  std::uint64_t partial_bytes_ = 0;  // frames being read, storage allocated
+  std::atomic<std::uint64_t> partial_bytes_{0};  // frames being read, storage allocated (no lock)
   std::vector<std::shared_ptr<Connection>> paused_;
   std::optional<Error> unreported_error_;  // a refused frame's error that no recv has seen yet
   // The connection a blocked caller may read itself: the only one, else none.

@@ -246,25 +246,26 @@ bool PeerState::pause_if_full(Connection& connection) {
   const CommConfig& c = impl_.spec.comm;
   std::lock_guard lock(recv_mutex_);
   if (unreceived_messages_ < c.max_peer_unreceived_messages &&
-      unreceived_bytes_ + partial_bytes_ < c.max_peer_unreceived_bytes)
+      unreceived_bytes_ + partial_bytes_.load() < c.max_peer_unreceived_bytes)
     return false;
   paused_.push_back(connection.shared_from_this());  // (only now: this runs before every frame)
-  any_paused_.store(true, std::memory_order_release);
+  any_paused_.store(true);
+  // A release of partial bytes that came after the look above, and before any_paused_ was
+  // set, saw nothing paused (see release_partial): look again for it.
+  if (unreceived_bytes_ + partial_bytes_.load() < c.max_peer_unreceived_bytes &&
+      unreceived_messages_ < c.max_peer_unreceived_messages)
+    impl_.post([this] { resume_paused(); });
   return true;
 }
 
-void PeerState::charge_partial(std::uint64_t bytes) {
-  std::lock_guard lock(recv_mutex_);
-  partial_bytes_ += bytes;
-}
+// Frames being read count against the bound (their storage is allocated); no lock: every
+// frame charges and releases.
+void PeerState::charge_partial(std::uint64_t bytes) { partial_bytes_.fetch_add(bytes); }
 
 void PeerState::release_partial(std::uint64_t bytes) {
   if (bytes == 0) return;
-  {
-    std::lock_guard lock(recv_mutex_);
-    partial_bytes_ -= bytes;
-  }
-  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
+  partial_bytes_.fetch_sub(bytes);
+  if (any_paused_.load()) impl_.post([this] { resume_paused(); });
 }
 
 void PeerState::resume_paused() {
@@ -273,7 +274,7 @@ void PeerState::resume_paused() {
   {
     std::lock_guard lock(recv_mutex_);
     if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
-        unreceived_bytes_ + partial_bytes_ >= c.max_peer_unreceived_bytes)
+        unreceived_bytes_ + partial_bytes_.load() >= c.max_peer_unreceived_bytes)
       return;
     paused = std::move(paused_);
     paused_.clear();

@@ -95,7 +95,7 @@ Future<SendResult> PeerState::send_from_caller(EncodedFrame frame, std::uint64_t
   message->id = id;
   message->tag = options.tag;
   message->frame = std::move(frame);
-  message->promise = Promise<SendResult>(impl_.poster);
+  message->promise = Promise<SendResult>(impl_.poster, message);
   message->wants_ack = options.ack;
   message->compress = options.compress;
   message->priority = priority;
@@ -103,7 +103,6 @@ Future<SendResult> PeerState::send_from_caller(EncodedFrame frame, std::uint64_t
   message->comm = impl_.self;
   message->written_inline = written;
   message->inline_connection = std::move(written_to);
-  message->promise.set_operation(message);
   Future<SendResult> future = message->promise.future();
   // Posted under the mutex, so messages reach the loop in call order.
   const bool posted = impl_.post([this, message, options] {

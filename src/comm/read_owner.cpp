@@ -272,7 +272,17 @@ void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadl
   // window ends, or reading cannot go on here.
   if (busy_poll.count() > 0) {
     const auto window_end = std::min(deadline, Clock::now() + busy_poll);
-    while (result == Pumped::kWaiting && Clock::now() < window_end) result = pump(Reader::kCallerBusyPolling, &until, later);
+    // Between reads, a look at the transport (no lock, no system call) until it may have
+    // bytes: what arrives is seen at once, not after a whole empty read. The clock is read
+    // after each read, and every few looks.
+    for (unsigned looks = 1; result == Pumped::kWaiting; ++looks) {
+      if (until.done() || connection_.maybe_readable()) {
+        result = pump(Reader::kCallerBusyPolling, &until, later);
+        if (result == Pumped::kWaiting && Clock::now() >= window_end) break;
+      } else if (looks % 16 == 0 && Clock::now() >= window_end) {
+        break;
+      }
+    }
   }
   // Then sleep until bytes arrive or the promise completes elsewhere (which wakes us).
   while (result == Pumped::kWaiting) {
@@ -319,6 +329,8 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
   const auto pump_mine = [&](Reader how) {
     for (std::size_t k = mine.parts.size(); k-- > 0;) {
       if (!to_read[k]) continue;
+      // (Busy polling: a look first, as in read_for.)
+      if (how == Reader::kCallerBusyPolling && !mine.parts[k]->reader->connection_.maybe_readable()) continue;
       const Pumped result = mine.parts[k]->reader->pump(how, mine.parts[k]->until, later);
       if (result != Pumped::kPaused && result != Pumped::kFailed) continue;
       mine.hand_back(k, result == Pumped::kFailed);

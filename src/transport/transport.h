@@ -53,6 +53,10 @@ class Connection {
                                std::error_code& ec) = 0;
   // Copies up to size bytes that have arrived without consuming them (ec as for try_read).
   virtual std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) = 0;
+  // The reader, between reads while it busy-polls: false only if a read would find nothing
+  // (no bytes, no end of the stream), known without a lock or a system call. A transport
+  // that cannot tell so cheaply says true, and the read finds out.
+  virtual bool maybe_readable() const { return true; }
   // Whether a peek at the next frame's head is cheaper than reading header and manifest one
   // by one (frame_reader.cpp): false where a peek's cost grows with what is queued.
   virtual bool cheap_peek() const { return true; }

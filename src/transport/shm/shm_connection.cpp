@@ -115,6 +115,8 @@ class ShmConnection final : public Connection {
     return total;
   }
 
+  bool maybe_readable() const override { return readable_now(); }
+
   std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
     // Inline bytes only (a peek is an optimisation for small frame heads); nothing consumed.
     std::uint64_t pos = in_pos_, left = record_left_;
