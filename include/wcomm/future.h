@@ -178,7 +178,7 @@ class Promise {
  private:
   friend struct detail::PromiseAccess;
   // Sets the result and wakes waiters; returns the callback to run (nullopt: already set).
-  std::optional<std::function<void(Result<T>)>> set_result(Result<T> result) {
+  std::optional<std::function<void(Result<T>)>> set_result(Result<T>&& result) {
     std::function<void(Result<T>)> callback;
     {
       std::lock_guard lock(state_->mu);

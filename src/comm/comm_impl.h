@@ -276,7 +276,7 @@ class PeerState {
   void drop_connections(const Error& error);
   // A decoded message from one of this peer's connections, read on the loop or not (then
   // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner).
-  void deliver(std::uint32_t tag, Received message, bool by_loop, Later& later);
+  void deliver(std::uint32_t tag, Received&& message, bool by_loop, Later& later);
   // The recv_into waiter a frame on tag is read into, if the next waiter is one; claimed.
   std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
   void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool by_loop,
@@ -341,7 +341,7 @@ class PeerState {
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
   void resume_paused();
-  void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop, Later* later);
+  void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
   std::vector<Address> endpoints_;   // where the peer is dialed, in order

@@ -179,7 +179,7 @@ void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, 
   complete_recv(waiter, std::move(result), by_loop, &later);
 }
 
-void PeerState::deliver(std::uint32_t tag, Received message, bool by_loop, Later& later) {
+void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Later& later) {
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
@@ -215,7 +215,7 @@ void PeerState::deliver(std::uint32_t tag, Received message, bool by_loop, Later
 // a caller handed over are still pending: then behind them. On a caller's thread the result
 // is set at once where the waiter allows it, but callbacks and timers belong to the loop, so
 // they go there, in order.
-void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received> result, bool by_loop,
+void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop,
                               Later* later) {
   if (by_loop && deferred_completions_.load() == 0) {
     waiter->timer.reset();
