@@ -440,9 +440,9 @@ struct Comm::Impl {
   // Runs fn on the loop. From any thread: false (fn not run) once the loop has finished,
   // after close: nothing is ever posted where it would not run.
   bool post(std::function<void()> fn);
-  // Where a Future's late callback runs: the loop, or once it has finished a thread of its own.
   std::weak_ptr<Impl> self;          // set by Comm::create
-  // What this Comm's promises post late callbacks with: made once (by Comm::create), shared.
+  // Where a Future's late callback runs: the loop, or once it has finished a thread of its own.
+  // Made once (by Comm::create), shared by all of this Comm's promises.
   SharedPoster poster;
   static SharedPoster make_poster(std::weak_ptr<Impl> self);
   const std::string incarnation = new_connection_id().substr(0, 16);  // this Comm's, for HELLO
