@@ -72,10 +72,16 @@ class FrameReader {
   }
   // Any thread: bytes read so far (liveness: the loop watches it move).
   std::uint64_t bytes_read() const { return bytes_read_.load(std::memory_order_relaxed); }
+  // Whether bytes read ahead wait here, not in the transport (a reader that stops with
+  // kFrame or after taking one may leave some; one that gets kWaiting never does). The
+  // reader only.
+  bool holds_bytes() const { return ahead_begin_ < ahead_end_; }
 
  private:
   enum class Stage { kHeader, kManifest, kSegments, kDone };
-  bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what);
+  bool read_stage(const std::vector<asio::mutable_buffer>& buffers, std::size_t size, const char* what,
+                  bool may_read_ahead = true);
+  std::size_t take_ahead(const std::vector<asio::mutable_buffer>& buffers, std::size_t size);
   bool peek_worth_it() const;
   bool take_head_from_peek(const DecodeData& decode);
   void on_header();
@@ -99,6 +105,13 @@ class FrameReader {
   std::size_t last_frame_bytes_ = 0;  // the last complete frame's head and payload (peek_worth_it)
   static constexpr std::size_t kPeekAfterFrameBytes = 16u << 10;
   std::array<std::uint8_t, 4096> head_peek_;
+  // Read ahead (transport::Connection::reads_ahead, after the handshake): [begin, end) of
+  // ahead_ is what was read and not yet taken by a stage. A stage smaller than ahead_ is
+  // filled from one read into it; a larger one is read where it goes.
+  const bool reads_ahead_;
+  static constexpr std::size_t kAheadBytes = 4096;
+  std::array<std::uint8_t, kAheadBytes> ahead_;
+  std::size_t ahead_begin_ = 0, ahead_end_ = 0;
   std::optional<Error> error_;
   std::atomic<std::uint64_t> bytes_read_{0};
   bool handshake_ = false;

@@ -26,7 +26,9 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until,
     return sink_.decode(h, m);
   };
   while (true) {
-    if (until && until->done()) return Pumped::kDone;
+    // Frames read ahead with the one awaited are read on too: whoever reads next, or the
+    // loop watching the transport, would not know they are here.
+    if (until && until->done() && !reader_.holds_bytes()) return Pumped::kDone;
     if (reader_.between_frames()) {
       std::lock_guard lock(mu_);
       if (paused_ || closing_) return Pumped::kPaused;

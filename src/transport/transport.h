@@ -57,6 +57,10 @@ class Connection {
   // (no bytes, no end of the stream), known without a lock or a system call. A transport
   // that cannot tell so cheaply says true, and the read finds out.
   virtual bool maybe_readable() const { return true; }
+  // Whether the frame reader should read ahead: take what has arrived, up to a few KiB, in
+  // one read and cut frames from it (a socket: one system call for several small frames),
+  // rather than read each frame's parts where they go.
+  virtual bool reads_ahead() const { return false; }
   // Whether a peek at the next frame's head is cheaper than reading header and manifest one
   // by one (frame_reader.cpp): false where a peek's cost grows with what is queued.
   virtual bool cheap_peek() const { return true; }

@@ -315,10 +315,8 @@ TEST(CommReceiverRead, DestroyingTheCommFailsTheReader) {
   EXPECT_THROW(pending.get(), ClosedError);
 }
 
-TEST(CommReceiverRead, InboundBoundStillPushesBack) {
-  CommConfig receiver;
-  receiver.max_peer_unreceived_messages = 2;
-  auto p = connected_pair(receiver);
+// Tag 2 fills node-b's inbox past its bound of 2 while a reader waits for tag 1.
+void inbound_bound_pushes_back(Pair p) {
   const Peer& a = p.b->peer("node-a");
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < 20; ++i) sends.push_back(p.a->send(Value(i), p.a->peer("node-b"), {}, {.tag = 2}));
@@ -330,6 +328,51 @@ TEST(CommReceiverRead, InboundBoundStillPushesBack) {
   ASSERT_EQ(reader.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(reader.get().value, Value("last"));
   for (auto& f : sends) wait_value(std::move(f));
+}
+
+// (Over sockets the reader reads small frames ahead, several at once: the bound holds
+// those too, and the reader resumes from what it holds.)
+TEST(CommReceiverRead, InboundBoundStillPushesBack) {
+  for (const char* transport : {"auto", "tcp", "unix"}) {
+    SCOPED_TRACE(transport);
+    CommConfig receiver;
+    receiver.max_peer_unreceived_messages = 2;
+    inbound_bound_pushes_back(connected_pair(receiver, transport));
+  }
+}
+
+// Over sockets a reader takes what has arrived, up to 4 KiB, in one read, and cuts small
+// frames from it (tests/unit/frame_reader_test.cpp): the caller whose message came first
+// delivers the others it read with it before it returns, and every later recv, whoever reads
+// for it (the caller, the loop for a timeout or a callback), gets them in order.
+TEST(CommReceiverRead, SmallFramesThatCameTogetherReachEveryKindOfRecvInOrder) {
+  for (const char* transport : {"tcp", "unix"}) {
+    SCOPED_TRACE(transport);
+    auto p = connected_pair(busy_polling(0), transport);
+    const Peer& a = p.b->peer("node-a");
+    const Peer& b = p.a->peer("node-b");
+    constexpr int kMessages = 20;  // about 50 bytes each
+    const auto before = p.b->stats().messages_received;
+    auto first = on_blocked_thread([&] { return p.b->recv(a).get(); });  // asleep in the transport
+    std::vector<Future<SendResult>> sends;
+    for (int i = 0; i < kMessages; ++i) sends.push_back(p.a->send(Value(i), b));
+    ASSERT_EQ(first.wait_for(10s), std::future_status::ready);
+    EXPECT_EQ(first.get().value, Value(0));
+    std::printf("%s: the first reader delivered %llu messages\n", transport,
+                static_cast<unsigned long long>(p.b->stats().messages_received - before));
+    int next = 1;
+    for (; next < 8; ++next) EXPECT_EQ(wait_value(p.b->recv(a, {.timeout = Seconds(5)})).value, Value(next));
+    std::promise<Value> by_callback;
+    p.b->recv(a).then([&](Result<Received> r) { by_callback.set_value(r.ok() ? r.value().value : Value("failed")); });
+    auto called = by_callback.get_future();
+    ASSERT_EQ(called.wait_for(5s), std::future_status::ready);
+    EXPECT_EQ(called.get(), Value(next++));
+    for (; next < kMessages; ++next) EXPECT_EQ(p.b->recv(a).get().value, Value(next));
+    for (auto& f : sends) wait_value(std::move(f));
+    // And what comes later still reaches a reader.
+    wait_value(p.a->send(Value("later"), b));
+    EXPECT_EQ(wait_value(p.b->recv(a, {.timeout = Seconds(5)})).value, Value("later"));
+  }
 }
 
 // Node-a sends 0, 1, 2, ... and waits for each to come back from an echo thread on node-b;
