@@ -119,9 +119,10 @@ std::size_t FrameReader::take_ahead(const std::vector<asio::mutable_buffer>& buf
 
 // Bytes read ahead come first (a peek would see what follows them). Where the transport
 // reads ahead, small frames are read several at a time; after a large frame a peek takes the
-// next head, and the payload goes straight to its storage. Where a peek's cost grows with what is queued (a Unix socket), it is only worth it after
-// large frames: few of those fit in the queue, while a stream of small ones made each peek
-// slow (1 KiB messages over unix ran at 0.63-0.93x tcp with the peek, 0.94-1.19x without).
+// next head, and the payload goes straight to its storage. Where a peek's cost grows with
+// what is queued (a Unix socket), it is only worth it after large frames: few of those fit in
+// the queue, while a stream of small ones made each peek slow (1 KiB messages over unix ran at
+// 0.63-0.93x tcp with the peek, 0.94-1.19x without).
 bool FrameReader::peek_worth_it() const {
   if (holds_bytes()) return false;
   if (reads_ahead_ && last_frame_bytes_ < kPeekAfterFrameBytes) return false;
