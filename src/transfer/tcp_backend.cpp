@@ -222,11 +222,16 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
       data.then([weak, peer, ack, problem, descs](Result<Received> got) {
         auto self = weak.lock();
         if (!self) return;
-        if (!problem.empty()) ack(false, problem, false);
-        else if (!got) ack(false, "receiving the bytes failed: " + got.error().message, false);
-        else if (std::string why = copy_into(got.value().value, descs); !why.empty()) ack(false, why, false);
-        else ack(true, "", false);
+        std::string why = problem;
+        if (why.empty() && !got) why = "receiving the bytes failed: " + got.error().message;
+        if (why.empty()) why = copy_into(got.value().value, descs);
+        // Re-armed before the ack: whatever the initiator sends once it has the ack is
+        // delivered here after this recv was registered (both under the Comm's receive lock
+        // for this peer), so a thread of this process that reads the landed bytes after such
+        // a message is ordered after the copy, for ThreadSanitizer too (the ack's round trip
+        // through the other process is invisible to it).
         self->arm_requests(peer);
+        ack(why.empty(), why, false);
       });
       std::lock_guard lock(mu_);
       loops_.push_back(std::move(data));
