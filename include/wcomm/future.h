@@ -198,16 +198,14 @@ class Promise {
 
 // A Future that is already complete (for results known at the call).
 template <class T>
-Future<T> ready_future(Result<T> result, Poster post = {}) {
+Future<T> ready_future(Result<T> result, SharedPoster post) {
   Promise<T> promise(std::move(post));
   promise.complete(std::move(result));
   return promise.future();
 }
 template <class T>
-Future<T> ready_future(Result<T> result, SharedPoster post) {
-  Promise<T> promise(std::move(post));
-  promise.complete(std::move(result));
-  return promise.future();
+Future<T> ready_future(Result<T> result, Poster post = {}) {
+  return ready_future(std::move(result), post ? std::make_shared<const Poster>(std::move(post)) : SharedPoster{});
 }
 
 }  // namespace wcomm

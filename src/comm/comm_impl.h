@@ -341,6 +341,7 @@ class PeerState {
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
   void resume_paused();
+  bool inbound_full_locked() const;  // the bound reached (under recv_mutex_)
   void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();

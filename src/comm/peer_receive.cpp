@@ -157,7 +157,7 @@ void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error err
 }
 
 std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
-  // A recv_into posted as this frame arrives may be missed: it then gets a copy (finish_taken).
+  // A recv_into posted as this frame arrives may be missed: deliver then copies into it.
   if (!any_into_.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(recv_mutex_);
   auto found = waiters_.find(tag);
@@ -242,19 +242,20 @@ void PeerState::post_in_order(std::function<void()> fn) {
   if (!impl_.post(run)) run();  // the loop has finished (closed): complete here
 }
 
-bool PeerState::pause_if_full(Connection& connection) {
+bool PeerState::inbound_full_locked() const {
   const CommConfig& c = impl_.spec.comm;
+  return unreceived_messages_ >= c.max_peer_unreceived_messages ||
+         unreceived_bytes_ + partial_bytes_.load() >= c.max_peer_unreceived_bytes;
+}
+
+bool PeerState::pause_if_full(Connection& connection) {
   std::lock_guard lock(recv_mutex_);
-  if (unreceived_messages_ < c.max_peer_unreceived_messages &&
-      unreceived_bytes_ + partial_bytes_.load() < c.max_peer_unreceived_bytes)
-    return false;
+  if (!inbound_full_locked()) return false;
   paused_.push_back(connection.shared_from_this());  // (only now: this runs before every frame)
   any_paused_.store(true);
   // A release of partial bytes that came after the look above, and before any_paused_ was
   // set, saw nothing paused (see release_partial): look again for it.
-  if (unreceived_bytes_ + partial_bytes_.load() < c.max_peer_unreceived_bytes &&
-      unreceived_messages_ < c.max_peer_unreceived_messages)
-    impl_.post([this] { resume_paused(); });
+  if (!inbound_full_locked()) impl_.post([this] { resume_paused(); });
   return true;
 }
 
@@ -269,13 +270,10 @@ void PeerState::release_partial(std::uint64_t bytes) {
 }
 
 void PeerState::resume_paused() {
-  const CommConfig& c = impl_.spec.comm;
   std::vector<std::shared_ptr<Connection>> paused;
   {
     std::lock_guard lock(recv_mutex_);
-    if (paused_.empty() || unreceived_messages_ >= c.max_peer_unreceived_messages ||
-        unreceived_bytes_ + partial_bytes_.load() >= c.max_peer_unreceived_bytes)
-      return;
+    if (paused_.empty() || inbound_full_locked()) return;
     paused = std::move(paused_);
     paused_.clear();
     any_paused_.store(false, std::memory_order_release);

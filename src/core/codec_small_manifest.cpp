@@ -79,20 +79,6 @@ constexpr auto kTensorNode = "\x95\xa6" "tensor" "\x00"sv;  // ["tensor", 0, (nb
 // , "piggypayload": nil, "segments": [(one length)]}
 constexpr auto kTail = "\xacpiggypayload\xc0\xa8segments\x91"sv;
 
-void put(std::vector<std::uint8_t>& out, std::string_view bytes) {
-  const std::size_t at = out.size();
-  out.resize(at + bytes.size());
-  std::memcpy(out.data() + at, bytes.data(), bytes.size());
-}
-// msgpack's smallest form of a non-negative integer, as msgpack-cxx's packer writes it.
-void put_uint(std::vector<std::uint8_t>& out, std::uint64_t v) {
-  if (v <= 0x7f) return out.push_back(std::uint8_t(v));
-  const std::size_t width = v <= 0xff ? 1 : v <= 0xffff ? 2 : v <= 0xffffffffu ? 4 : 8;
-  char b[9] = {char(width == 1 ? 0xcc : width == 2 ? 0xcd : width == 4 ? 0xce : 0xcf)};
-  for (std::size_t i = 0; i < width; ++i) b[width - i] = char(v >> (8 * i));
-  put(out, {b, width + 1});
-}
-
 }  // namespace
 
 bool encode_small_manifest(const Value& root, const Value& piggypayload, const CodecOptions& options,
@@ -103,27 +89,30 @@ bool encode_small_manifest(const Value& root, const Value& piggypayload, const C
   const Tensor* tensor = std::get_if<Tensor>(&root.variant());
   if (tensor) {
     const auto needed = tensor_nbytes(tensor->dtype(), tensor->shape());
-    if (tensor->shape().size() > 15 || !needed || *needed != tensor->nbytes()) return false;  // (its error is the general encoder's)
+    // (Over 15 dims the small decoder would not take it; a bad tensor's error is the general encoder's.)
+    if (tensor->shape().size() > 15 || !needed || *needed != tensor->nbytes()) return false;
   } else if (!bytes) {
     return false;
   }
   const Buffer& segment = tensor ? tensor->buffer() : bytes->buffer;
-  auto& out = frame.head;
-  put(out, kRoot);
+  // The fixed parts in one write each; integers, names and the shape by msgpack's packer
+  // (the general encoder's, so the bytes are its bytes).
+  VectorSink sink{&frame.head};
+  Packer p(sink);
+  const auto fixed = [&](std::string_view part) { sink.write(part.data(), part.size()); };
+  fixed(kRoot);
   if (tensor) {
-    put(out, kTensorNode);
-    put_uint(out, segment.size());
-    const std::string_view name = dtype_name(tensor->dtype());
-    out.push_back(std::uint8_t(0xa0 | name.size()));
-    put(out, name);
-    out.push_back(std::uint8_t(0x90 | tensor->shape().size()));
-    for (auto d : tensor->shape()) put_uint(out, static_cast<std::uint64_t>(d));
+    fixed(kTensorNode);
+    p.pack_uint64(segment.size());
+    pack_name(p, dtype_name(tensor->dtype()));
+    p.pack_array(static_cast<std::uint32_t>(tensor->shape().size()));
+    for (auto d : tensor->shape()) p.pack_int64(d);
   } else {
-    put(out, kBytesNode);
-    put_uint(out, segment.size());
+    fixed(kBytesNode);
+    p.pack_uint64(segment.size());
   }
-  put(out, kTail);
-  put_uint(out, segment.size());
+  fixed(kTail);
+  p.pack_uint64(segment.size());
   frame.segments.push_back(segment);
   frame.payload_bytes = segment.size();
   return true;
