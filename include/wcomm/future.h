@@ -58,13 +58,14 @@ class Future {
  public:
   Future() = default;
 
-  bool valid() const { return state_ != nullptr; }
-  bool ready() const { return state_->ready.load(std::memory_order_acquire); }
+  bool valid() const { return state_ != nullptr || known_; }
+  bool ready() const { return known_ || state_->ready.load(std::memory_order_acquire); }
 
   // Blocks until the result is there. It never spins waiting for another thread (on 2-core
   // boards such a waiter takes the core the loop thread needs); the operation's help() may
   // do the work on this thread first (a recv reads, and briefly busy-polls, its own socket).
   Result<T>& wait() {
+    if (known_) return *known_;
     help(std::chrono::steady_clock::time_point::max());
     // Set before ready (release), never changed after: no lock needed to read it then.
     if (ready()) return *state_->result;
@@ -76,6 +77,7 @@ class Future {
   // The result if it is there within timeout, else nullopt (the operation goes on).
   template <class Rep, class Period>
   Result<T>* wait_for(std::chrono::duration<Rep, Period> timeout) {
+    if (known_) return &*known_;
     using Clock = std::chrono::steady_clock;
     // (A timeout of decades means "no deadline", and must not overflow the clock.)
     help(std::chrono::duration<double>(timeout).count() > 1e9
@@ -91,6 +93,7 @@ class Future {
 
   // Registers the completion callback (at most one).
   void then(std::function<void(Result<T>)> callback) {
+    if (known_) return run_later(std::move(callback), *known_, known_post_);
     std::unique_lock lock(state_->mu);
     if (!state_->result) {
       state_->callback = std::move(callback);
@@ -102,13 +105,13 @@ class Future {
     Result<T> result = *state_->result;
     SharedPoster post = state_->post;
     lock.unlock();
-    auto run = [cb = std::move(callback), r = std::move(result)]() mutable { cb(std::move(r)); };
-    if (post && *post) (*post)(std::move(run)); else std::thread(std::move(run)).detach();
+    run_later(std::move(callback), std::move(result), post);
   }
 
   // Asks for the operation to be cancelled. It then fails with CancelledError, unless it had
   // already completed. Cancelling a send that is being written aborts that connection.
   void cancel() {
+    if (known_) return;
     std::shared_ptr<detail::Operation> operation;
     {
       std::lock_guard lock(state_->mu);
@@ -129,10 +132,22 @@ class Future {
     if (operation) detail::help(*operation, deadline);
   }
 
+  static void run_later(std::function<void(Result<T>)> callback, Result<T> result, const SharedPoster& post) {
+    auto run = [cb = std::move(callback), r = std::move(result)]() mutable { cb(std::move(r)); };
+    if (post && *post) (*post)(std::move(run)); else std::thread(std::move(run)).detach();
+  }
+
   friend class Promise<T>;
   friend struct detail::PromiseAccess;
+  template <class U>
+  friend Future<U> ready_future(Result<U> result, SharedPoster post);
   explicit Future(std::shared_ptr<detail::FutureState<T>> s) : state_(std::move(s)) {}
+  Future(Result<T> known, SharedPoster post) : known_(std::move(known)), known_post_(std::move(post)) {}
   std::shared_ptr<detail::FutureState<T>> state_;
+  // A result known when the Future was made (ready_future): held here, with no shared state,
+  // no lock and no allocation; a copy of the Future copies it.
+  std::optional<Result<T>> known_;
+  SharedPoster known_post_;  // where then() runs its callback
 };
 
 // The producing side of a Future (used inside wcomm and by services built on it).
@@ -199,9 +214,7 @@ class Promise {
 // A Future that is already complete (for results known at the call).
 template <class T>
 Future<T> ready_future(Result<T> result, SharedPoster post) {
-  Promise<T> promise(std::move(post));
-  promise.complete(std::move(result));
-  return promise.future();
+  return Future<T>(std::move(result), std::move(post));
 }
 template <class T>
 Future<T> ready_future(Result<T> result, Poster post = {}) {

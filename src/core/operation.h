@@ -59,6 +59,7 @@ struct PromiseAccess {
   // The operation behind future; null once its result is set.
   template <class T>
   static std::shared_ptr<Operation> operation(const Future<T>& future) {
+    if (future.known_) return nullptr;
     std::lock_guard lock(future.state_->mu);
     return future.state_->operation.lock();
   }

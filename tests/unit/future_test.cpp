@@ -2,9 +2,11 @@
 #include <gtest/gtest.h>
 
 #include <chrono>
+#include <functional>
 #include <future>
 #include <memory>
 #include <thread>
+#include <vector>
 
 #include "core/operation.h"
 #include "wcomm/future.h"
@@ -65,6 +67,35 @@ struct CountingWaker : detail::Waker {
   int wakes = 0;
   void wake() override { ++wakes; }
 };
+
+// A Future made complete (ready_future) holds its result itself: everything a Future does
+// works on it as on one completed through a Promise, and its callback still runs elsewhere.
+TEST(Future, AReadyFutureAnswersAtOnceAndRunsItsCallbackThroughItsPoster) {
+  std::vector<std::function<void()>> posted;
+  auto poster = std::make_shared<const Poster>([&](std::function<void()> fn) { posted.push_back(std::move(fn)); });
+  Future<int> future = ready_future<int>(7, poster);
+  EXPECT_TRUE(future.valid());
+  EXPECT_TRUE(future.ready());
+  ASSERT_NE(future.wait_for(0s), nullptr);
+  EXPECT_EQ(future.wait_for(0s)->value(), 7);
+  EXPECT_EQ(detail::PromiseAccess::operation(future), nullptr);
+  future.cancel();  // too late: changes nothing
+  Future<int> copy = future;
+  EXPECT_EQ(copy.get(), 7);
+  EXPECT_EQ(future.get(), 7);
+
+  int seen = 0;
+  future.then([&](Result<int> r) { seen = r.value(); });
+  EXPECT_EQ(seen, 0) << "never inline from then()";
+  ASSERT_EQ(posted.size(), 1u);
+  posted.front()();
+  EXPECT_EQ(seen, 7);
+
+  Future<int> failed = ready_future<int>(Error{ErrorCode::kClosed, "closed"}, poster);
+  EXPECT_TRUE(failed.ready());
+  EXPECT_THROW(failed.get(), ClosedError);
+  EXPECT_FALSE(Future<int>().valid());
+}
 
 TEST(Future, CompletionWakesARegisteredWakerOnce) {
   Promise<int> promise;
