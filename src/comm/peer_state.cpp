@@ -16,11 +16,26 @@ Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
                                             seconds_text(timeout.count()) + " s"};
 }
 
+namespace {
+// The frame's payload segments (empty ones left out), after what buffers holds.
+void append_segments(const EncodedFrame& frame, std::vector<asio::const_buffer>& buffers) {
+  for (const Buffer& b : frame.segments)
+    if (b.size()) buffers.emplace_back(b.data(), b.size());
+}
+
+// The whole frame: head, then payload.
+void gather_frame(const EncodedFrame& frame, std::vector<asio::const_buffer>& buffers) {
+  buffers.clear();
+  buffers.reserve(1 + frame.segments.size());
+  buffers.emplace_back(frame.head.data(), frame.head.size());
+  append_segments(frame, buffers);
+}
+}  // namespace
+
 std::vector<asio::const_buffer> OutMessage::payload_gather() const {
   std::vector<asio::const_buffer> buffers;
   buffers.reserve(frame.segments.size());
-  for (const Buffer& b : frame.segments)
-    if (b.size()) buffers.emplace_back(b.data(), b.size());
+  append_segments(frame, buffers);
   return buffers;
 }
 
@@ -50,16 +65,6 @@ bool PeerState::has_capacity_for(std::uint64_t bytes) const {
   const CommConfig& c = impl_.spec.comm;
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
 }
-
-namespace {
-void gather_frame(const EncodedFrame& frame, std::vector<asio::const_buffer>& buffers) {
-  buffers.clear();
-  buffers.reserve(1 + frame.segments.size());
-  buffers.emplace_back(frame.head.data(), frame.head.size());
-  for (const Buffer& b : frame.segments)
-    if (b.size()) buffers.emplace_back(b.data(), b.size());
-}
-}  // namespace
 
 std::vector<asio::const_buffer> OutMessage::gather() const {
   std::vector<asio::const_buffer> buffers;

@@ -325,7 +325,9 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
   for (const Part& part : parts)
     if (part.reader && part.reader->begin_caller(wait_out_loop)) mine.parts.push_back(&part);
   Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
-  std::vector<bool> to_read(mine.parts.size(), true);
+  // Which of mine to read: all at first, then those the last wait found readable.
+  const auto to_read = std::make_unique<bool[]>(parts.size());
+  std::fill_n(to_read.get(), mine.parts.size(), true);
   // Reads what has arrived where to_read says; a connection that cannot go on here (paused,
   // failed) is handed back to the loop at once.
   const auto pump_mine = [&](Reader how) {
@@ -336,7 +338,8 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
       const Pumped result = mine.parts[k]->reader->pump(how, mine.parts[k]->until, later);
       if (result != Pumped::kPaused && result != Pumped::kFailed) continue;
       mine.hand_back(k, result == Pumped::kFailed);
-      to_read.erase(to_read.begin() + static_cast<std::ptrdiff_t>(k));
+      bool* flags = to_read.get();
+      std::copy(flags + k + 1, flags + mine.parts.size() + 1, flags + k);
     }
   };
   pump_mine(Reader::kCaller);
@@ -346,7 +349,6 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
   }
   bool extra = false;
   std::vector<transport::Connection*> connections;
-  const auto readable = std::make_unique<bool[]>(parts.size() + 1);
   while (!any_done()) {
     // Completions elsewhere (the loop's, or another caller's) wake this thread.
     std::size_t registered = 0;
@@ -356,8 +358,7 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
     if (wait) {
       connections.clear();
       for (const Part* part : mine.parts) connections.push_back(&part->reader->connection_);
-      end = transport::wait_any_readable(connections, {readable.get(), connections.size()}, deadline, waker, extra_fd);
-      for (std::size_t k = 0; k < connections.size(); ++k) to_read[k] = readable[k];
+      end = transport::wait_any_readable(connections, {to_read.get(), connections.size()}, deadline, waker, extra_fd);
     }
     for (std::size_t i = 0; i < registered; ++i) detail::PromiseAccess::clear_waker(*parts[i].until, &waker);
     extra = end.extra;
