@@ -9,10 +9,10 @@
 # the size of a 64 B message's frame), the busy-polled pairs pinned one process per core
 # (WCOMM_BENCH_PIN=1, taskset for ucx_perftest); unix vs tcp
 # goodput at 1 KiB .. 64 MiB, pinned the same way (unpinned, where the scheduler put the two
-# processes moved a 64 KiB unix turn between 2.0 and 4.1 GB/s); peak RSS of a 200 MiB receive over shm. The 64 MiB rows: the
-# receiver's recv_into (posted 1 ahead, and 5 ahead of the sender's 4 in flight), plain recv,
-# and plain recv with a block cache large enough for every 64 MiB block in flight. Prints a
-# markdown table.
+# processes moved a 64 KiB unix turn between 2.0 and 4.1 GB/s); peak RSS of a 200 MiB receive
+# over shm. The 64 MiB rows: the receiver's recv_into (posted 1 ahead, and 5 ahead of the
+# sender's 4 in flight), plain recv, and plain recv with a block cache large enough for every
+# 64 MiB block in flight. Prints a markdown table.
 # Usage: bench/run_shm_bench.sh [build-dir]. Environment: REPEAT (turns, default 3),
 # ROUNDS (ping-pong rounds per turn, default 5000).
 set -euo pipefail

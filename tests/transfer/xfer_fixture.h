@@ -53,7 +53,8 @@ class PeerHarness {
     if (process_.running()) process_.kill();
     comm_->close();
     // What the peer said is the first thing to read when a test with it failed.
-    if (::testing::Test::HasFailure()) std::fprintf(stderr, "the peer process's output:\n%s\n", process_.output().c_str());
+    if (::testing::Test::HasFailure())
+      std::fprintf(stderr, "the peer process's output:\n%s\n", process_.output().c_str());
   }
 
   void start() {
