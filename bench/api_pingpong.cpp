@@ -1,7 +1,8 @@
 // Small-message latency through the public Comm API: two processes, a 64 B Bytes payload,
-// send().get() then recv().get(), as an application would write it.
+// send().get() then recv().get(), as an application would write it; or, with the fifth
+// argument "recv_for", recv_for(peer, no end).get() (the receive that makes no promise).
 // Usage: api_pingpong [rounds] [bytes] [recv_busy_poll_us (default: CommConfig's; 0 sleeps at once)]
-//                     [transport: tcp (default), unix or shm]
+//                     [transport: tcp (default), unix or shm] [recv: future (default) or recv_for]
 #include "comm_pair.h"
 
 using namespace wcomm::bench_programs;
@@ -12,6 +13,10 @@ int main(int argc, char** argv) {
   wcomm::CommConfig config;
   config.recv_busy_poll_us = arg_or(argc, argv, 3, config.recv_busy_poll_us);
   const std::string transport = argc > 4 ? argv[4] : "tcp";
+  const bool use_recv_for = argc > 5 && std::string(argv[5]) == "recv_for";
+  const auto recv = [use_recv_for](wcomm::Comm& comm, const wcomm::Peer& peer) {
+    return use_recv_for ? comm.recv_for(peer, wcomm::Seconds(1e9)).get() : comm.recv(peer).get();
+  };
   const std::uint64_t warmup = std::min<std::uint64_t>(1000, rounds);
   const std::uint64_t total = warmup + rounds;
 
@@ -19,7 +24,7 @@ int main(int argc, char** argv) {
       transport, config,
       [&](wcomm::Comm& comm, const wcomm::Peer& peer) {  // echo
         for (std::uint64_t i = 0; i < total; ++i) {
-          wcomm::Received got = comm.recv(peer).get();
+          wcomm::Received got = recv(comm, peer);
           comm.send(std::move(got.value), peer).get();
         }
       },
@@ -30,12 +35,12 @@ int main(int argc, char** argv) {
         for (std::uint64_t i = 0; i < total; ++i) {
           const auto start = Clock::now();
           comm.send(wcomm::Value(payload), peer).get();
-          wcomm::Received got = comm.recv(peer).get();
+          wcomm::Received got = recv(comm, peer);
           const auto end = Clock::now();
           if (!got.value.is<wcomm::Bytes>() || got.value.as<wcomm::Bytes>().size() != size)
             die("api_pingpong: the echo is not the payload sent");
           if (i >= warmup) rtt_us.push_back(micros_between(start, end));
         }
-        print_rtt_json(("api_pingpong_" + transport).c_str(), size, rtt_us);
+        print_rtt_json(("api_pingpong_" + transport + (use_recv_for ? "_recv_for" : "")).c_str(), size, rtt_us);
       });
 }

@@ -153,6 +153,16 @@ class Comm {
   // had already arrived is copied into them (counted in stats().bytes_copied).
   Future<Received> recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options = {});
 
+  // A recv whose calling thread first waits up to `wait` for the message itself: what
+  // recv(peer, options) and then wait_for(wait) on its Future give, with less work. A message
+  // already queued, or read by this thread within the wait, comes back in a ready Future with
+  // no promise or waiter made for it (the lowest-latency receive; recv_busy_poll_us applies).
+  // Otherwise the recv goes on as recv() would, first in line on its tag, and its Future
+  // completes later. This thread reads the connection itself where it can; where it cannot
+  // (not connected yet, another thread reads it, or recvs on this tag wait already) it waits
+  // as wait_for does. A wait of 1e9 s or more has no end; options.timeout applies as to recv.
+  Future<Received> recv_for(const Peer& peer, Seconds wait, CommOptions options = {});
+
   // Waits until one of recvs (Futures of this Comm's recv or recv_into) is ready, fd (if >= 0;
   // not consumed) is readable, or timeout passes (none: no limit). Returns the index of the
   // first ready recv, or nullopt. As a thread blocked in one recv does, the calling thread

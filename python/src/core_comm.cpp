@@ -101,8 +101,9 @@ py::tuple CoreComm::recv(const std::string& peer, std::uint32_t tag, std::option
   Future<Received> future;
   {
     py::gil_scoped_release release;
-    future = comm_->recv(src, options(tag, timeout));
-    if (wait_us > 0) future.wait_for(std::chrono::microseconds(wait_us));
+    // Waiting first, this thread reads its message itself and makes no promise for it.
+    future = wait_us > 0 ? comm_->recv_for(src, std::chrono::microseconds(wait_us), options(tag, timeout))
+                         : comm_->recv(src, options(tag, timeout));
   }
   if (future.ready()) {
     auto [ok, payload] = received_item(future.wait(), mode);

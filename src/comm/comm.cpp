@@ -58,6 +58,12 @@ bool Comm::Impl::post(std::function<void()> fn) {
   return true;
 }
 
+void Comm::Impl::let_go(std::shared_ptr<Connection>&& connection) {
+  if (!connection || connection.use_count() != 1) return connection.reset();
+  // (A finished loop does not take it: it is dropped here, with nothing beside.)
+  post([last = std::move(connection)] {});
+}
+
 SharedPoster Comm::Impl::make_poster(std::weak_ptr<Impl> self) {
   return std::make_shared<const Poster>([weak = std::move(self)](std::function<void()> fn) {
     auto impl = weak.lock();
@@ -406,6 +412,17 @@ void RecvWaiter::callback_set() {
   run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>&) { state->read_soon(); });
 }
 
+std::shared_ptr<RecvWaiter> RecvWaiter::make(const std::shared_ptr<Comm::Impl>& owner, PeerState* state,
+                                             std::uint32_t tag, std::vector<Tensor> into) {
+  auto waiter = std::make_shared<RecvWaiter>();
+  waiter->tag = tag;
+  waiter->into = std::move(into);
+  waiter->promise = Promise<Received>(owner->poster, waiter);
+  waiter->peer = state;
+  waiter->comm = owner;
+  return waiter;
+}
+
 void RecvWaiter::help(Clock::time_point deadline) {
   if (!from_caller) return;  // a recv with a timer is the loop's
   auto impl = comm.lock();   // keeps the Comm's insides there while this thread reads
@@ -414,20 +431,22 @@ void RecvWaiter::help(Clock::time_point deadline) {
 
 namespace {
 
-Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
-                             CommOptions options) {
-  Comm::Impl& impl = *owner;
-  const SharedPoster& post = impl.poster;
+// The checks every recv makes first: the peer (null: unknown, `refused` says why), a closed Comm.
+PeerState* recv_peer(Comm::Impl& impl, const Peer& peer, std::optional<Future<Received>>& refused) {
   PeerState* state = impl.find_peer(peer);
   if (!state)
-    return ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
-  if (impl.closed.load()) return ready_future<Received>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
-  auto waiter = std::make_shared<RecvWaiter>();
-  waiter->tag = options.tag;
-  waiter->into = std::move(into);
-  waiter->promise = Promise<Received>(post, waiter);
-  waiter->peer = state;
-  waiter->comm = owner;
+    refused = ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, impl.poster);
+  else if (impl.closed.load())
+    refused = ready_future<Received>(Error{ErrorCode::kClosed, "the Comm is closed"}, impl.poster);
+  return refused ? nullptr : state;
+}
+
+Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
+                             CommOptions options) {
+  std::optional<Future<Received>> refused;
+  PeerState* state = recv_peer(*owner, peer, refused);
+  if (!state) return std::move(*refused);
+  auto waiter = RecvWaiter::make(owner, state, options.tag, std::move(into));
   Future<Received> future = waiter->promise.future();
   state->recv_from_caller(waiter, options.timeout);
   return future;
@@ -437,6 +456,23 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
 
 Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
   return submit_recv(impl_, peer, {}, options);
+}
+
+Future<Received> Comm::recv_for(const Peer& peer, Seconds wait, CommOptions options) {
+  std::optional<Future<Received>> refused;
+  PeerState* state = recv_peer(*impl_, peer, refused);
+  if (!state) return std::move(*refused);
+  // (A wait of decades means "no deadline", and must not overflow the clock.)
+  const Clock::time_point wait_until =
+      wait.count() > 1e9 ? Clock::time_point::max() : Clock::now() + to_duration(std::max(wait, Seconds(0)));
+  Future<Received> future = state->recv_for(options.tag, wait_until, options.timeout);
+  // Where this thread could not read its message itself (the loop or another thread reads),
+  // it still waits the rest of the time for it.
+  if (!future.ready() && Clock::now() < wait_until) {
+    if (wait_until == Clock::time_point::max()) future.wait();
+    else future.wait_for(wait_until - Clock::now());
+  }
+  return future;
 }
 
 Future<Received> Comm::recv_into(const Peer& peer, std::vector<Tensor> into, CommOptions options) {

@@ -28,6 +28,7 @@
 #include "comm/frame_reader.h"
 #include "comm/read_owner.h"
 #include "core/operation.h"
+#include "transport/thread_waker.h"
 #include "transport/transport.h"
 #include "comm/cluster_auth.h"
 #include "wcomm/comm.h"
@@ -95,6 +96,8 @@ struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> 
   // A thread blocked on a parked recv reads the message itself (PeerState::help_recv).
   void help(Clock::time_point deadline) override;
   void callback_set() override;  // then() on a parked recv: the loop must read for it
+  static std::shared_ptr<RecvWaiter> make(const std::shared_ptr<Comm::Impl>& owner, PeerState* state,
+                                          std::uint32_t tag, std::vector<Tensor> into);
 };
 
 // One transport connection to a peer: the COMM v1 handshake, writes, and (after the
@@ -115,7 +118,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   void read_soon() { reader_owner_.read_soon(); }    // a recv needs the loop to read now
   bool standing_down() const { return reader_owner_.standing_down(); }  // any thread
   // Any thread: a caller blocked on `until` reads for it (ReadOwner::read_for).
-  void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll) {
+  void read_for(const ReadOwner::Awaited& until, Clock::time_point deadline, std::chrono::microseconds busy_poll) {
     reader_owner_.read_for(until, deadline, busy_poll);
   }
   ReadOwner& reader_owner() { return reader_owner_; }  // for ReadOwner::read_any
@@ -259,6 +262,13 @@ class PeerState {
   // parts armed on the loop (arm_recv).
   void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
   void arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline, std::optional<Seconds> timeout);
+  // Caller's thread: Comm::recv_for. A queued message is taken at once; else, where this
+  // thread can read the connection and no recv on the tag waits already, it reads until
+  // wait_until (or the timeout), and the first frame on the tag is handed to it in place
+  // (DirectRecv: no waiter, no promise). Both come back in a ready Future. Otherwise
+  // it is parked as a recv, first in line on the tag if this thread was, and its Future
+  // completes later.
+  Future<Received> recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.
   void help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline);
@@ -349,9 +359,24 @@ class PeerState {
   // Since when every dial in a row was refused (none: the last was not), for the fast failure.
   std::optional<Clock::time_point> refused_since_;
   std::string incarnation_;          // the peer's, as its last handshake said
-  std::optional<Result<Received>> take_queued_locked(RecvWaiter& waiter);
+  // A queued message on tag (or an error no recv has seen yet) for a recv that comes now.
+  std::optional<Result<Received>> take_queued_locked(std::uint32_t tag);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
-  std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked();
+  void after_taken();  // a message left the inbox: a connection paused for the bound may read on
+  bool recv_waiting_locked(std::uint32_t tag) const;
+  // Every recv waiting (to fail them); a recv_for reading in place gets `error` here.
+  std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked(const Error& error);
+  // A recv_for reading its own message (at most one per peer: it holds the reading, or is
+  // about to take it). The first frame on its tag goes to it, before any waiter: those came
+  // after it. Set and filled under recv_mutex_; filled once, then let go of (direct_ null).
+  struct DirectRecv {
+    std::uint32_t tag = 0;
+    transport::ThreadWaker* waker = nullptr;  // woken when another thread fills it with an error
+    std::optional<Result<Received>> result;
+    std::atomic<bool> filled{false};
+  };
+  DirectRecv* direct_ = nullptr;
+  void fill_direct_locked(Result<Received>&& result);
 
   Comm::Impl& impl_;
   Peer peer_;
@@ -455,6 +480,10 @@ struct Comm::Impl {
   // The same for a Peer; one that Comm::peer() returned is found by its address.
   PeerState* find_peer(const Peer& peer) const;
   std::unordered_map<const Peer*, PeerState*> peers_by_address;  // fixed after create
+  // Drops a connection a caller's thread held while it read. One the loop let go of
+  // meanwhile (closed; held by nobody else) goes back to the loop to be destroyed there, not
+  // on this thread beside the loop's last handlers for it.
+  void let_go(std::shared_ptr<Connection>&& connection);
   void on_accepted(std::unique_ptr<transport::Connection> stream);
   void evict_oldest_handshakes();
   void evict_from_source(const std::string& source);

@@ -35,19 +35,17 @@ std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& in
 
 }  // namespace
 
-std::optional<Result<Received>> PeerState::take_queued_locked(RecvWaiter& waiter) {
+std::optional<Result<Received>> PeerState::take_queued_locked(std::uint32_t tag) {
   if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
-  auto found = inbox_.find(waiter.tag);
+  auto found = inbox_.find(tag);
   if (found != inbox_.end() && !found->second.empty()) {
     Received message = std::move(found->second.front());
     found->second.pop_front();
     unreceived_messages_ -= 1;
     unreceived_bytes_ -= message.wire_bytes;
-    waiter.done = true;
     return Result<Received>(std::move(message));
   }
   if (unreported_error_) {
-    waiter.done = true;
     Error error = std::move(*unreported_error_);
     unreported_error_.reset();
     return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
@@ -62,6 +60,16 @@ void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
       result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
   }
   waiter.promise.complete(std::move(result));
+  after_taken();
+}
+
+void PeerState::after_taken() {
+  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
+}
+
+bool PeerState::recv_waiting_locked(std::uint32_t tag) const {
+  auto found = waiters_.find(tag);
+  return found != waiters_.end() && std::any_of(found->second.begin(), found->second.end(), [](auto& w) { return !w->done; });
 }
 
 void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout) {
@@ -76,19 +84,75 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   std::optional<Result<Received>> taken;
   {
     std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(*waiter);
-    if (!taken) waiters_[waiter->tag].push_back(waiter);
+    taken = take_queued_locked(waiter->tag);
+    if (taken) waiter->done = true;
+    else waiters_[waiter->tag].push_back(waiter);
   }
-  if (taken) {
-    finish_taken(*waiter, std::move(*taken));
-    if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
-    return;
-  }
+  if (taken) return finish_taken(*waiter, std::move(*taken));
   if (!loop_parts) return;
   // A timer, and the loop's reading for a recv no thread reads for, belong to the loop.
   const Clock::time_point deadline = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
   if (!impl_.post([this, waiter, deadline, timeout] { arm_recv(waiter, deadline, timeout); }))
     cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+}
+
+Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout) {
+  const Clock::time_point timeout_at = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  transport::ThreadWaker& waker = transport::this_thread_waker();
+  DirectRecv direct;
+  direct.tag = tag;
+  direct.waker = &waker;
+  std::shared_ptr<Connection> connection;
+  {
+    std::lock_guard lock(recv_mutex_);
+    std::optional<Result<Received>> taken = take_queued_locked(tag);
+    if (taken) {
+      after_taken();
+      return ready_future(std::move(*taken), impl_.poster);
+    }
+    if (!direct_ && waker.valid() && caller_read_connection_ && !recv_waiting_locked(tag)) {
+      direct_ = &direct;
+      connection = caller_read_connection_;
+    }
+  }
+  if (connection) {
+    connection->read_for({nullptr, &direct.filled}, std::min(wait_until, timeout_at),
+                         std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
+    impl_.let_go(std::move(connection));
+  }
+  // (Made before the lock; the fast path, a filled slot, makes none.)
+  std::shared_ptr<RecvWaiter> waiter =
+      direct.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
+  std::optional<Result<Received>> taken;
+  {
+    std::lock_guard lock(recv_mutex_);
+    const bool first_in_line = direct_ == &direct;
+    if (first_in_line) direct_ = nullptr;
+    if (direct.filled.load(std::memory_order_relaxed)) {
+      taken = std::move(*direct.result);
+    } else if (!first_in_line && (taken = take_queued_locked(tag))) {
+    } else if (Clock::now() >= timeout_at) {
+      taken = Result<Received>(timeout_error("recv", peer_, *timeout));
+    } else {
+      waiter->from_caller = !timeout;
+      auto& queue = waiters_[tag];
+      if (first_in_line) queue.push_front(waiter); else queue.push_back(waiter);
+    }
+  }
+  if (taken) {
+    after_taken();
+    return ready_future(std::move(*taken), impl_.poster);
+  }
+  Future<Received> future = waiter->promise.future();
+  if (timeout && !impl_.post([this, waiter, timeout_at, timeout] { arm_recv(waiter, timeout_at, timeout); }))
+    cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+  return future;
+}
+
+void PeerState::fill_direct_locked(Result<Received>&& result) {
+  direct_->result.emplace(std::move(result));
+  direct_->filled.store(true, std::memory_order_release);
+  direct_ = nullptr;
 }
 
 void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline,
@@ -111,8 +175,10 @@ void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_
 void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
   // A thread blocked on a parked recv reads the connection itself, so the kernel wakes it
   // when the message comes, instead of waking the loop to read it and then this thread.
-  if (auto connection = connection_to_help(*waiter))
-    connection->read_for(waiter->promise, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
+  if (auto connection = connection_to_help(*waiter)) {
+    connection->read_for({&waiter->promise}, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
+    impl_.let_go(std::move(connection));
+  }
 }
 
 std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& waiter) {
@@ -160,6 +226,7 @@ std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
   // A recv_into posted as this frame arrives may be missed: deliver then copies into it.
   if (!any_into_.load(std::memory_order_relaxed)) return nullptr;
   std::lock_guard lock(recv_mutex_);
+  if (direct_ && direct_->tag == tag) return nullptr;  // that frame is a recv_for's, which came first
   auto found = waiters_.find(tag);
   if (found == waiters_.end() || found->second.empty()) return nullptr;
   auto& front = found->second.front();
@@ -183,6 +250,9 @@ void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Lat
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
+    // A recv_for reading in place came before every waiter on its tag (and its reader is
+    // this thread, or the loop while it waited the loop's reading out: nobody to wake).
+    if (direct_ && direct_->tag == tag) return fill_direct_locked(std::move(message));
     auto found = waiters_.find(tag);
     if (found != waiters_.end()) {
       auto& queue = found->second;
@@ -281,7 +351,12 @@ void PeerState::resume_paused() {
   for (auto& connection : paused) connection->resume_reading();
 }
 
-std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked() {
+std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked(const Error& error) {
+  if (direct_) {
+    transport::ThreadWaker* waker = direct_->waker;  // (the slot is let go of when filled)
+    fill_direct_locked(error);
+    waker->wake();  // it may sleep in its read
+  }
   std::vector<std::shared_ptr<RecvWaiter>> out;
   for (auto& [tag, queue] : waiters_) {
     for (auto& w : queue)

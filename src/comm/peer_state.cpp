@@ -489,7 +489,7 @@ void PeerState::peer_restarted(const std::string& old_incarnation, const std::st
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
     std::lock_guard lock(recv_mutex_);
-    waiting = take_waiters_locked();
+    waiting = take_waiters_locked(error);
   }
   for (auto& w : waiting) {
     w->timer.reset();
@@ -545,14 +545,20 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   // Messages not yet started stay queued for the next connection (dialed below); they fail
   // only if the peer cannot be reached again, or at their own timeout.
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  // (A recv's own timeout or cancel is not why the connection ended.)
+  const Error recv_error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
+                             ? ErrorCode::kConnectionClosed
+                             : error.code,
+                         error.message};
   if (!local) {
     // The peer went away: recvs waiting on it learn why.
     std::lock_guard lock(recv_mutex_);
-    waiting = take_waiters_locked();
+    const bool reading_in_place = direct_ != nullptr;
+    waiting = take_waiters_locked(recv_error);
     // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
     // the next recv on this peer that finds nothing queued reports it. The first such error
     // is kept; later ones are counted and logged, never overwrite it.
-    if (waiting.empty() && error.code != ErrorCode::kConnectionClosed) {
+    if (waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
       if (!unreported_error_) {
         unreported_error_ = error;
       } else {
@@ -564,10 +570,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   }
   for (auto& w : waiting) {
     w->timer.reset();
-    w->promise.complete(Error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
-                                  ? ErrorCode::kConnectionClosed
-                                  : error.code,
-                              error.message});
+    w->promise.complete(recv_error);
   }
   if (connections_.empty()) emit(PeerEvent::Kind::kDown, error.message);
   if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
@@ -599,7 +602,7 @@ void PeerState::close_all(const Error& error) {
   {
     std::lock_guard lock(recv_mutex_);
     recv_closed_ = true;
-    waiting = take_waiters_locked();
+    waiting = take_waiters_locked(error);
   }
   for (auto& w : waiting) {
     w->timer.reset();

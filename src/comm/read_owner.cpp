@@ -21,7 +21,7 @@ ReadOwner::ReadOwner(Comm::Impl& impl, transport::Connection& connection, FrameR
 
 // Reads frames until `until` is complete, nothing more has arrived, or reading must stop.
 // Only the owner calls this, with no lock held: each frame's recv completes right here.
-ReadOwner::Pumped ReadOwner::pump(Reader reader, const Promise<Received>* until, Later& later) {
+ReadOwner::Pumped ReadOwner::pump(Reader reader, const Awaited* until, Later& later) {
   const FrameReader::DecodeData decode = [this](const FrameHeader& h, std::span<const std::uint8_t> m) {
     return sink_.decode(h, m);
   };
@@ -264,7 +264,7 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
   });
 }
 
-void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadline,
+void ReadOwner::read_for(const Awaited& until, Clock::time_point deadline,
                          std::chrono::microseconds busy_poll) {
   transport::ThreadWaker& waker = transport::this_thread_waker();
   if (!waker.valid() || !begin_caller()) return;
@@ -288,9 +288,10 @@ void ReadOwner::read_for(const Promise<Received>& until, Clock::time_point deadl
   }
   // Then sleep until bytes arrive or the promise completes elsewhere (which wakes us).
   while (result == Pumped::kWaiting) {
-    if (!detail::PromiseAccess::set_waker(until, &waker)) break;  // completed meanwhile
+    // (Completed meanwhile: done. A flag set after this look wakes the waker, which stays set.)
+    if (until.promise ? !detail::PromiseAccess::set_waker(*until.promise, &waker) : until.done()) break;
     const auto woke = connection_.wait_readable(deadline, waker);
-    detail::PromiseAccess::clear_waker(until, &waker);
+    if (until.promise) detail::PromiseAccess::clear_waker(*until.promise, &waker);
     if (woke == transport::Connection::Wait::kDeadline) break;
     result = pump(Reader::kCaller, &until, later);
   }
@@ -335,7 +336,8 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
       if (!to_read[k]) continue;
       // (Busy polling: a look first, as in read_for.)
       if (how == Reader::kCallerBusyPolling && !mine.parts[k]->reader->connection_.maybe_readable()) continue;
-      const Pumped result = mine.parts[k]->reader->pump(how, mine.parts[k]->until, later);
+      const Awaited until{mine.parts[k]->until};
+      const Pumped result = mine.parts[k]->reader->pump(how, &until, later);
       if (result != Pumped::kPaused && result != Pumped::kFailed) continue;
       mine.hand_back(k, result == Pumped::kFailed);
       bool* flags = to_read.get();

@@ -75,6 +75,15 @@ class ReadOwner {
 
   ReadOwner(Comm::Impl& impl, transport::Connection& connection, FrameReader& reader, Sink& sink);
 
+  // What a reading caller waits for: a recv's promise, or a flag set when its message is
+  // taken in place (Comm::recv_for: no promise; whoever sets it from another thread wakes the
+  // reader's thread waker itself).
+  struct Awaited {
+    const Promise<Received>* promise = nullptr;
+    const std::atomic<bool>* filled = nullptr;
+    bool done() const { return promise ? promise->done() : filled->load(std::memory_order_acquire); }
+  };
+
   // ---- loop thread
   // After the handshake (bytes may be waiting already). life: the object this one lives in;
   // work the loop runs later holds it while it runs.
@@ -90,7 +99,7 @@ class ReadOwner {
   // A thread blocked on a recv reads the connection until its promise is complete, the
   // deadline passes or it cannot go on (paused, failed, closed). busy_poll: first read for
   // that long without sleeping. Returns at once if another caller reads.
-  void read_for(const Promise<Received>& until, Clock::time_point deadline, std::chrono::microseconds busy_poll);
+  void read_for(const Awaited& until, Clock::time_point deadline, std::chrono::microseconds busy_poll);
   // The same for a thread waiting for any of several recvs (Comm::wait_any): it reads each
   // part's connection whose reading it can take, until one part's promise is complete, the
   // deadline passes, or extra_fd (if >= 0) is readable (then true). A part without a reader,
@@ -110,7 +119,7 @@ class ReadOwner {
   // kYield: a frame left callbacks in `later` (the loop runs them, then reads on).
   enum class Pumped { kDone, kWaiting, kPaused, kFailed, kYield };
 
-  Pumped pump(Reader reader, const Promise<Received>* until, Later& later);
+  Pumped pump(Reader reader, const Awaited* until, Later& later);
   bool begin_caller(bool wait_out_loop = true);
   void end_caller(bool failed_here, std::size_t own_waiting = 0);
   void run(Later& later);

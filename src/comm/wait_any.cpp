@@ -22,19 +22,14 @@ std::optional<std::size_t> Comm::wait_any(std::span<const Future<Received>> recv
   std::vector<std::shared_ptr<RecvWaiter>> waiters;          // held while this thread reads for them
   std::vector<std::shared_ptr<Connection>> connections;      // likewise
   std::vector<ReadOwner::Part> parts;
-  // A connection the loop let go of meanwhile (closed) goes back to the loop to be destroyed
-  // there, not on this thread beside the loop's last handlers for it. (Held by nobody else,
-  // nobody can take it up again.)
-  struct GiveBack {
+  // (However this returns: see Impl::let_go.)
+  struct LetGo {
     Comm::Impl& impl;
     std::vector<std::shared_ptr<Connection>>& connections;
-    ~GiveBack() {
-      std::erase_if(connections, [](const auto& c) { return c.use_count() != 1; });
-      if (connections.empty()) return;
-      auto last = std::make_shared<std::vector<std::shared_ptr<Connection>>>(std::move(connections));
-      impl.post([last] { last->clear(); });  // (a finished loop drops them here, with nothing beside)
+    ~LetGo() {
+      for (auto& c : connections) impl.let_go(std::move(c));
     }
-  } give_back{*impl_, connections};
+  } let_go{*impl_, connections};
   for (std::size_t i = 0; i < recvs.size(); ++i) {
     if (!recvs[i].valid()) throw InvalidArgumentError("wait_any: recv " + std::to_string(i) + " is an empty Future");
     auto operation = detail::PromiseAccess::operation(recvs[i]);

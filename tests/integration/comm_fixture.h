@@ -10,8 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <future>
 #include <memory>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include <gtest/gtest.h>
@@ -104,6 +106,25 @@ class RawClient {
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
+}
+
+// A pair whose connection is up (so that a recv has a connection to read). transport: both
+// sides' CommConfig::transport ("auto": a same-host pair is upgraded to shm).
+inline Pair connected_pair(CommConfig config_b = {}, const std::string& transport = "auto") {
+  CommConfig config_a;
+  config_a.transport = config_b.transport = transport;
+  auto p = make_pair(config_a, config_b);
+  wait_value(p.a->send(Value("hello"), p.a->peer("node-b")));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("hello"));
+  return p;
+}
+
+// Runs fn on a new thread and returns its future; gives the thread time to block.
+template <class Fn>
+auto on_blocked_thread(Fn fn) {
+  auto result = std::async(std::launch::async, std::move(fn));
+  std::this_thread::sleep_for(100ms);
+  return result;
 }
 
 }  // namespace wcomm::testing

@@ -15,25 +15,6 @@
 namespace wcomm::testing {
 namespace {
 
-// A pair whose connection is up (so that a recv has a connection to read). transport: both
-// sides' CommConfig::transport ("auto": a same-host pair is upgraded to shm).
-Pair connected_pair(CommConfig config_b = {}, const std::string& transport = "auto") {
-  CommConfig config_a;
-  config_a.transport = config_b.transport = transport;
-  auto p = make_pair(config_a, config_b);
-  wait_value(p.a->send(Value("hello"), p.a->peer("node-b")));
-  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("hello"));
-  return p;
-}
-
-// Runs fn on a new thread and returns its future; gives the thread time to block.
-template <class Fn>
-auto on_blocked_thread(Fn fn) {
-  auto result = std::async(std::launch::async, std::move(fn));
-  std::this_thread::sleep_for(100ms);
-  return result;
-}
-
 TEST(CommReceiverRead, BlockedRecvReadsItsOwnMessage) {
   auto p = connected_pair();
   const auto before = p.b->stats().messages_read_by_receivers;
