@@ -51,12 +51,15 @@ for _ in $(seq "$repeat"); do
   WCOMM_BLOCK_CACHE_BYTES=1073741824 "$build/bench/api_goodput" 67108864 16 tcp recv >>"$work/g_tcp_recv_cache.jsonl"
 done
 
-say "64 B round trip: shm and tcp without busy polling, shm with 200 us of it, ucx tag_lat; $repeat turns"
+say "64 B round trip: shm and tcp without busy polling, shm with 200 us of it (recv and recv_for), ucx tag_lat; $repeat turns"
 ucx_port=$((20000 + RANDOM % 30000))
 for turn in $(seq "$repeat"); do
   "$build/bench/api_pingpong" "$rounds" 64 0 shm >>"$work/rtt_shm.jsonl"
   "$build/bench/api_pingpong" "$rounds" 64 0 tcp >>"$work/rtt_tcp.jsonl"
   WCOMM_BENCH_PIN=1 "$build/bench/api_pingpong" "$rounds" 64 200 shm >>"$work/rtt_shm_busy.jsonl"
+  # The same through Comm::recv_for (no waiter or promise for a message its thread reads).
+  "$build/bench/api_pingpong" "$rounds" 64 0 shm recv_for >>"$work/rtt_shm_for.jsonl"
+  WCOMM_BENCH_PIN=1 "$build/bench/api_pingpong" "$rounds" 64 200 shm recv_for >>"$work/rtt_shm_busy_for.jsonl"
   WCOMM_BENCH_PIN=1 "$build/bench/shm_ring_pingpong" "$rounds" 130 >>"$work/rtt_ring.jsonl"
   # The floor of any round trip whose two sides sleep until woken: two eventfd wake-ups.
   "$build/bench/raw_wakeup_pingpong" "$rounds" >>"$work/rtt_wakeup.jsonl"
@@ -99,10 +102,12 @@ r_busy="$(median "$work/rtt_shm_busy.jsonl" p50_us)"
 r_ucx="$(median "$work/rtt_ucx.jsonl" p50_us)"
 r_wakeup="$(median "$work/rtt_wakeup.jsonl" p50_us)"
 r_ring="$(median "$work/rtt_ring.jsonl" p50_us)"
-"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" "$g_shm_recv" "$g_tcp_recv" "$g_shm_recv_cache" "$g_tcp_recv_cache" "$r_wakeup" "$g_shm_ahead" "$r_ring" <<'PY'
+r_for="$(median "$work/rtt_shm_for.jsonl" p50_us)"
+r_busy_for="$(median "$work/rtt_shm_busy_for.jsonl" p50_us)"
+"$python" - "$work" "$memcpy" "$g_shm" "$g_ring" "$g_tcp" "$r_shm" "$r_tcp" "$r_busy" "$r_ucx" "$g_shm_recv" "$g_tcp_recv" "$g_shm_recv_cache" "$g_tcp_recv_cache" "$r_wakeup" "$g_shm_ahead" "$r_ring" "$r_for" "$r_busy_for" <<'PY'
 import json, statistics, sys
 work = sys.argv[1]
-memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx, g_shm_recv, g_tcp_recv, g_shm_rc, g_tcp_rc, r_wakeup, g_shm_ahead, r_ring = map(float, sys.argv[2:])
+memcpy, g_shm, g_ring, g_tcp, r_shm, r_tcp, r_busy, r_ucx, g_shm_recv, g_tcp_recv, g_shm_rc, g_tcp_rc, r_wakeup, g_shm_ahead, r_ring, r_for, r_busy_for = map(float, sys.argv[2:])
 print("| figure | wcomm | reference (same run) | ratio | target |")
 print("|---|---|---|---|---|")
 print(f"| 64 MiB goodput, shm (cross-memory attach), recv_into posted 1 ahead | {g_shm:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_shm/memcpy:.2f}x | >= 0.8x |")
@@ -113,7 +118,9 @@ print(f"| 64 MiB goodput, shm, plain recv, WCOMM_BLOCK_CACHE_BYTES=1GiB | {g_shm
 print(f"| 64 MiB goodput, shm ring (WCOMM_SHM_CMA=0) | {g_ring:.2f} GB/s | memcpy {memcpy:.2f} GB/s | {g_ring/memcpy:.2f}x | (fallback) |")
 print(f"| 64 B round trip p50, no busy polling | shm {r_shm:.1f} us | tcp {r_tcp:.1f} us | {r_shm/r_tcp:.2f}x | <= 0.3x |")
 print(f"| 64 B round trip p50, no busy polling, vs its floor | shm {r_shm:.1f} us | two eventfd wake-ups {r_wakeup:.1f} us (tcp: {r_wakeup/r_tcp:.2f}x tcp) | {r_shm/r_wakeup:.2f}x | (fair reference) |")
+print(f"| 64 B round trip p50, no busy polling, recv_for | shm {r_for:.1f} us | tcp {r_tcp:.1f} us | {r_for/r_tcp:.2f}x | <= 0.3x |")
 print(f"| 64 B round trip p50, busy polling 200 us | shm {r_busy:.2f} us | ucx tag_lat posix,self {r_ucx:.2f} us | {r_busy/r_ucx:.2f}x | <= 2x |")
+print(f"| 64 B round trip p50, busy polling 200 us, recv_for | shm {r_busy_for:.2f} us | ucx tag_lat posix,self {r_ucx:.2f} us | {r_busy_for/r_ucx:.2f}x | <= 2x |")
 print(f"| busy-polled round trip of the shm transport alone (130 B, no Comm API) | {r_ring:.2f} us | ucx tag_lat posix,self {r_ucx:.2f} us | {r_ring/r_ucx:.2f}x | (fair reference) |")
 for size in (1024, 65536, 1048576, 67108864):
     u = statistics.median(json.loads(l)["goodput_gb_s"] for l in open(f"{work}/u_{size}.jsonl") if l.startswith("{"))
