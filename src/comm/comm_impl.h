@@ -339,6 +339,10 @@ class PeerState {
   void continue_inline_write(const std::shared_ptr<OutMessage>& message);
 
   void ensure_connection();
+  void handshake(std::unique_ptr<transport::Connection> stream, Clock::time_point deadline,
+                 std::chrono::milliseconds backoff, std::size_t address_index);
+  void look_again_at_same_host(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
+                               std::unique_ptr<transport::Connection> other);
   void peer_restarted(const std::string& old_incarnation, const std::string& new_incarnation);
   void emit(PeerEvent::Kind kind, const std::string& reason);
   void dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index);
@@ -356,6 +360,10 @@ class PeerState {
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
   std::vector<Address> endpoints_;   // where the peer is dialed, in order
+  // endpoints_ starts with the peer's same-host name (auto, shm, unix: same_host.h) and has
+  // more; it was refused in this round of dialing (see look_again_at_same_host).
+  bool same_host_first_ = false;
+  bool same_host_refused_ = false;
   // Since when every dial in a row was refused (none: the last was not), for the fast failure.
   std::optional<Clock::time_point> refused_since_;
   std::string incarnation_;          // the peer's, as its last handshake said

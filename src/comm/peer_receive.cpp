@@ -103,17 +103,18 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   direct.tag = tag;
   direct.waker = &waker;
   std::shared_ptr<Connection> connection;
+  std::optional<Result<Received>> taken;
   {
     std::lock_guard lock(recv_mutex_);
-    std::optional<Result<Received>> taken = take_queued_locked(tag);
-    if (taken) {
-      after_taken();
-      return ready_future(std::move(*taken), impl_.poster);
-    }
-    if (!direct_ && waker.valid() && caller_read_connection_ && !recv_waiting_locked(tag)) {
+    taken = take_queued_locked(tag);
+    if (!taken && !direct_ && waker.valid() && caller_read_connection_ && !recv_waiting_locked(tag)) {
       direct_ = &direct;
       connection = caller_read_connection_;
     }
+  }
+  if (taken) {
+    after_taken();
+    return ready_future(std::move(*taken), impl_.poster);
   }
   if (connection) {
     connection->read_for({nullptr, &direct.filled}, std::min(wait_until, timeout_at),
@@ -123,7 +124,6 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   // (Made before the lock; the fast path, a filled slot, makes none.)
   std::shared_ptr<RecvWaiter> waiter =
       direct.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
-  std::optional<Result<Received>> taken;
   {
     std::lock_guard lock(recv_mutex_);
     const bool first_in_line = direct_ == &direct;

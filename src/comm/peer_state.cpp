@@ -44,6 +44,11 @@ std::vector<asio::const_buffer> OutMessage::payload_gather() const {
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
     : impl_(impl), peer_(std::move(peer)) {
   endpoints_ = dial_endpoints(peer_, impl.spec.comm);
+  if (!endpoints_.empty()) {
+    const auto same_host = same_host_address(peer_, endpoints_.front().scheme);
+    same_host_first_ = same_host && endpoints_.size() > 1 && same_host->abstract == endpoints_.front().abstract &&
+                       same_host->path == endpoints_.front().path;
+  }
 }
 
 PeerStats PeerState::stats() const {
@@ -379,29 +384,56 @@ bool refused(std::error_code ec) {
 // One deadline for the whole dial: connecting (each address in turn) and the handshake.
 void PeerState::dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index) {
   const Address& address = endpoints_[address_index];
+  if (address_index == 0) same_host_refused_ = false;
   pending_dial_ = transport::dial(
       impl_.io, address, deadline, impl_.transport_options(),
       [this, deadline, backoff, address_index](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
         pending_dial_.reset();
         if (closing()) return;
         if (ec) return retry_or_give_up(deadline, backoff, address_index, ec, ec.message());
-        auto connection = std::make_shared<Connection>(impl_, std::move(stream));
-        impl_.handshaking.insert(connection);
-        connection->handshake_as_dialer(
-            *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
-              impl_.handshaking.erase(connection);
-              if (closing()) return;
-              // Keys that do not match will not match on a retry: the sends fail now.
-              if (error && connection->auth_refused()) {
-                dialing_ = false;
-                if (connections_.empty()) fail_sends({ErrorCode::kConnectionFailed, error->message});
-                return;
-              }
-              if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
-              dialing_ = false;
-              impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
-              add_connection(connection);
-            });
+        if (address_index > 0 && same_host_refused_)
+          return look_again_at_same_host(deadline, backoff, address_index, std::move(stream));
+        handshake(std::move(stream), deadline, backoff, address_index);
+      });
+}
+
+// The same-host name was refused a moment ago, and another address of the peer answers now:
+// the peer may have just started (a node listens at its same-host name before its TCP
+// address). One more look there, so that two nodes on one host that start together do not
+// settle on TCP for good; a peer on another host costs one refused connect.
+void PeerState::look_again_at_same_host(Clock::time_point deadline, std::chrono::milliseconds backoff,
+                                        std::size_t address_index, std::unique_ptr<transport::Connection> other) {
+  same_host_refused_ = false;
+  auto held = std::make_shared<std::unique_ptr<transport::Connection>>(std::move(other));  // (a handler is copyable)
+  pending_dial_ = transport::dial(
+      impl_.io, endpoints_.front(), deadline, impl_.transport_options(),
+      [this, deadline, backoff, address_index, held](std::error_code ec, std::unique_ptr<transport::Connection> stream) {
+        pending_dial_.reset();
+        if (closing()) return;
+        if (ec) return handshake(std::move(*held), deadline, backoff, address_index);
+        held->reset();  // the peer sees it end before any HELLO
+        handshake(std::move(stream), deadline, backoff, 0);
+      });
+}
+
+void PeerState::handshake(std::unique_ptr<transport::Connection> stream, Clock::time_point deadline,
+                          std::chrono::milliseconds backoff, std::size_t address_index) {
+  auto connection = std::make_shared<Connection>(impl_, std::move(stream));
+  impl_.handshaking.insert(connection);
+  connection->handshake_as_dialer(
+      *this, deadline, [this, connection, deadline, backoff, address_index](std::optional<Error> error) {
+        impl_.handshaking.erase(connection);
+        if (closing()) return;
+        // Keys that do not match will not match on a retry: the sends fail now.
+        if (error && connection->auth_refused()) {
+          dialing_ = false;
+          if (connections_.empty()) fail_sends({ErrorCode::kConnectionFailed, error->message});
+          return;
+        }
+        if (error) return retry_or_give_up(deadline, backoff, address_index, {}, error->message);
+        dialing_ = false;
+        impl_.stats.connections_dialed.fetch_add(1, std::memory_order_relaxed);
+        add_connection(connection);
       });
 }
 
@@ -413,6 +445,7 @@ void PeerState::retry_or_give_up(Clock::time_point deadline, std::chrono::millis
   // The next address of the peer, at once; after the last, back to the first after a pause.
   const std::size_t next = (address_index + 1) % endpoints_.size();
   const auto now = Clock::now();
+  if (address_index == 0 && same_host_first_ && refused(ec)) same_host_refused_ = true;
   if (!refused(ec)) refused_since_.reset();
   else if (!refused_since_) refused_since_ = now;
   const bool nothing_to_send = queue_.empty() && capacity_waiters_.empty();

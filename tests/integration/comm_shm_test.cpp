@@ -9,6 +9,7 @@
 #include <filesystem>
 #include <fstream>
 #include <mutex>
+#include <random>
 #include <thread>
 
 #include "comm_fixture.h"
@@ -108,6 +109,26 @@ TEST(CommShm, PerTagOrderIsKeptForMessagesQueuedBeforeThePeerWasUp) {
     for (int i = tag; i < 200; i += 2)
       ASSERT_EQ(wait_value(comm_b->recv(comm_b->peer("node-a"), {.tag = std::uint32_t(tag)})).value, Value(i));
   EXPECT_EQ(comm_a->stats().peers.at("node-b").transport, "shm");
+}
+
+// Nodes of one job start in any order, and a node's dial may find the peer's same-host name
+// refused and, a moment later, its TCP address answering (the peer started in between):
+// the dialer looks at the same-host name once more before it settles on TCP. The window is
+// narrow, so this is a guard over many starts, not a reproduction of one.
+TEST(CommShm, NodesStartingTogetherOnOneHostMeetOverSharedMemory) {
+  std::mt19937 random{std::random_device{}()};
+  for (int start = 0; start < 20; ++start) {
+    ReservedPort port_a, port_b;
+    Peer a{"node-a", "127.0.0.1", port_a.port()}, b{"node-b", "127.0.0.1", port_b.port()};
+    auto comm_a = Comm::create({a, {b}, "127.0.0.1", {}});
+    auto sent = comm_a->send(Value(start), comm_a->peer("node-b"));  // dials while node-b is not up
+    std::this_thread::sleep_for(std::chrono::microseconds(std::uniform_int_distribution<int>(0, 3000)(random)));
+    auto comm_b = Comm::create({b, {a}, "127.0.0.1", {}});
+    wait_value(std::move(sent));
+    EXPECT_EQ(wait_value(comm_b->recv(comm_b->peer("node-a"))).value, Value(start));
+    ASSERT_EQ(comm_a->stats().peers.at("node-b").transport, "shm") << "start " << start;
+    ASSERT_EQ(comm_b->stats().peers.at("node-a").transport, "shm") << "start " << start;
+  }
 }
 
 TEST(CommShm, AV01PeerIsReachedOverTcp) {
