@@ -96,8 +96,8 @@ TEST(CommShm, ATransportWithoutAnAddressIsRefusedAtCreate) {
 TEST(CommShm, PerTagOrderIsKeptForMessagesQueuedBeforeThePeerWasUp) {
   ReservedPort port_a, port_b;
   Peer a{"node-a", "127.0.0.1", port_a.port()}, b{"node-b", "127.0.0.1", port_b.port()};
-  // shm, not auto: with auto, a retry that reaches the peer's TCP listener first (they start
-  // a moment apart) rightly connects over TCP, and this test is about shm.
+  // shm, not auto: this test is about the queue kept across the wait, on shm (auto's start
+  // order is NodesStartingTogetherOnOneHostMeetOverSharedMemory's).
   CommConfig shm;
   shm.transport = "shm";
   auto comm_a = Comm::create({a, {b}, "127.0.0.1", shm});
