@@ -431,24 +431,21 @@ void RecvWaiter::help(Clock::time_point deadline) {
 
 namespace {
 
-// The checks every recv makes first: the peer (null: unknown, `refused` says why), a closed Comm.
-PeerState* recv_peer(Comm::Impl& impl, const Peer& peer, std::optional<Future<Received>>& refused) {
+// The checks every recv makes first: a known peer, an open Comm.
+Result<PeerState*> recv_peer(Comm::Impl& impl, const Peer& peer) {
   PeerState* state = impl.find_peer(peer);
-  if (!state)
-    refused = ready_future<Received>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, impl.poster);
-  else if (impl.closed.load())
-    refused = ready_future<Received>(Error{ErrorCode::kClosed, "the Comm is closed"}, impl.poster);
-  return refused ? nullptr : state;
+  if (!state) return Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"};
+  if (impl.closed.load()) return Error{ErrorCode::kClosed, "the Comm is closed"};
+  return state;
 }
 
 Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
                              CommOptions options) {
-  std::optional<Future<Received>> refused;
-  PeerState* state = recv_peer(*owner, peer, refused);
-  if (!state) return std::move(*refused);
-  auto waiter = RecvWaiter::make(owner, state, options.tag, std::move(into));
+  const Result<PeerState*> state = recv_peer(*owner, peer);
+  if (!state) return ready_future<Received>(state.error(), owner->poster);
+  auto waiter = RecvWaiter::make(owner, state.value(), options.tag, std::move(into));
   Future<Received> future = waiter->promise.future();
-  state->recv_from_caller(waiter, options.timeout);
+  state.value()->recv_from_caller(waiter, options.timeout);
   return future;
 }
 
@@ -459,13 +456,12 @@ Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
 }
 
 Future<Received> Comm::recv_for(const Peer& peer, Seconds wait, CommOptions options) {
-  std::optional<Future<Received>> refused;
-  PeerState* state = recv_peer(*impl_, peer, refused);
-  if (!state) return std::move(*refused);
+  const Result<PeerState*> state = recv_peer(*impl_, peer);
+  if (!state) return ready_future<Received>(state.error(), impl_->poster);
   // (A wait of decades means "no deadline", and must not overflow the clock.)
   const Clock::time_point wait_until =
       wait.count() > 1e9 ? Clock::time_point::max() : Clock::now() + to_duration(std::max(wait, Seconds(0)));
-  Future<Received> future = state->recv_for(options.tag, wait_until, options.timeout);
+  Future<Received> future = state.value()->recv_for(options.tag, wait_until, options.timeout);
   // Where this thread could not read its message itself (the loop or another thread reads),
   // it still waits the rest of the time for it.
   if (!future.ready() && Clock::now() < wait_until) {

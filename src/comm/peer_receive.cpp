@@ -128,12 +128,10 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
     std::lock_guard lock(recv_mutex_);
     const bool first_in_line = direct_ == &direct;
     if (first_in_line) direct_ = nullptr;
-    if (direct.filled.load(std::memory_order_relaxed)) {
-      taken = std::move(*direct.result);
-    } else if (!first_in_line && (taken = take_queued_locked(tag))) {
-    } else if (Clock::now() >= timeout_at) {
-      taken = Result<Received>(timeout_error("recv", peer_, *timeout));
-    } else {
+    if (direct.filled.load(std::memory_order_relaxed)) taken = std::move(*direct.result);
+    else if (!first_in_line) taken = take_queued_locked(tag);  // (first in line: nothing came)
+    if (!taken && Clock::now() >= timeout_at) taken = Result<Received>(timeout_error("recv", peer_, *timeout));
+    if (!taken) {
       waiter->from_caller = !timeout;
       auto& queue = waiters_[tag];
       if (first_in_line) queue.push_front(waiter); else queue.push_back(waiter);
@@ -250,8 +248,9 @@ void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Lat
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
-    // A recv_for reading in place came before every waiter on its tag (and its reader is
-    // this thread, or the loop while it waited the loop's reading out: nobody to wake).
+    // A recv_for reading in place came before every waiter on its tag. Whoever reads here
+    // (its own thread, the loop it waited out, or another reader it could not displace),
+    // its thread is not asleep on its waker: nobody to wake.
     if (direct_ && direct_->tag == tag) return fill_direct_locked(std::move(message));
     auto found = waiters_.find(tag);
     if (found != waiters_.end()) {
