@@ -23,6 +23,10 @@ enum class ErrorCode {
   kClosed,              // the Comm was closed
   kInvalidArgument,     // bad input to an API call or a bad configuration value
   kPeerRestarted,       // the peer restarted (a new incarnation): what was in flight with the old one is gone
+  // A send with CommOptions::ack whose frame went out whole but whose acknowledgement never
+  // came (the connection ended, the Comm closed, or the send's timeout or cancel came first):
+  // the peer may have it. Every other failed send was certainly not delivered.
+  kDeliveryUnknown,
 };
 
 const char* error_code_name(ErrorCode code);
@@ -71,6 +75,15 @@ class PeerRestartedError : public ConnectionClosedError {
  public:
   explicit PeerRestartedError(const std::string& message)
       : ConnectionClosedError(ErrorCode::kPeerRestarted, message) {}
+};
+
+// A ConnectionClosedError (code that catches those keeps working) whose message may have been
+// delivered: it went out whole, but its acknowledgement never came. Sending it again may
+// deliver it twice, unless it carries a retry key (CommOptions::retry_key).
+class DeliveryUnknownError : public ConnectionClosedError {
+ public:
+  explicit DeliveryUnknownError(const std::string& message)
+      : ConnectionClosedError(ErrorCode::kDeliveryUnknown, message) {}
 };
 
 // Throws the typed exception that matches error.code.

@@ -13,6 +13,7 @@
 #include <utility>
 #include <vector>
 
+#include "wcomm/deadline.h"
 #include "wcomm/errors.h"
 
 namespace wcomm {
@@ -78,13 +79,13 @@ class Future {
   template <class Rep, class Period>
   Result<T>* wait_for(std::chrono::duration<Rep, Period> timeout) {
     if (known_) return &*known_;
-    using Clock = std::chrono::steady_clock;
-    // (A timeout of decades means "no deadline", and must not overflow the clock.)
-    help(std::chrono::duration<double>(timeout).count() > 1e9
-             ? Clock::time_point::max()
-             : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout));
+    // (Saturating: a timeout too long for the clock has no end, and never overflows it.)
+    const auto deadline = deadline_after(timeout);
+    help(deadline);
     std::unique_lock lock(state_->mu);
-    if (!state_->cv.wait_for(lock, timeout, [&] { return state_->result.has_value(); })) return nullptr;
+    const auto done = [&] { return state_->result.has_value(); };
+    if (deadline == SteadyClock::time_point::max()) state_->cv.wait(lock, done);
+    else if (!state_->cv.wait_until(lock, deadline, done)) return nullptr;
     return &*state_->result;
   }
 

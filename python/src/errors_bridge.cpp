@@ -9,7 +9,7 @@ namespace {
 // Looked up once and kept for the life of the process: static py::objects would be
 // destroyed after the interpreter is gone.
 struct ErrorClasses {
-  PyObject* by_code[static_cast<int>(ErrorCode::kPeerRestarted) + 1] = {};
+  PyObject* by_code[static_cast<int>(ErrorCode::kDeliveryUnknown) + 1] = {};
   PyObject* queue_overflow = nullptr;      // MessageTooLargeError and BackpressureError
   PyObject* piggypayload_too_large = nullptr;  // MessageTooLargeError and SerializationError
 };
@@ -36,6 +36,7 @@ const ErrorClasses& classes() {
     set(ErrorCode::kClosed, errors.attr("ConnectionClosedError"));
     set(ErrorCode::kInvalidArgument, py::reinterpret_borrow<py::object>(PyExc_ValueError));
     set(ErrorCode::kPeerRestarted, errors.attr("PeerRestartedError"));
+    set(ErrorCode::kDeliveryUnknown, errors.attr("DeliveryUnknownError"));
     c->queue_overflow = py::object(errors.attr("QueueOverflowError")).release().ptr();
     c->piggypayload_too_large = py::object(errors.attr("PiggypayloadTooLargeError")).release().ptr();
     return c;

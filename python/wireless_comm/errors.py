@@ -21,6 +21,7 @@ __all__ = [
     "BackpressureError",
     "ConnectionClosedError",
     "PeerRestartedError",
+    "DeliveryUnknownError",
     "ConnectionFailedError",
     "MessageTooLargeError",
     "OperationTimeoutError",
@@ -48,6 +49,14 @@ class ConnectionClosedError(CommError, ConnectionError):
 class PeerRestartedError(ConnectionClosedError):
     """The peer restarted (wcomm peers only): what was in flight with its old incarnation is
     gone. A ConnectionClosedError, so V0.1 code that catches those keeps working."""
+
+
+class DeliveryUnknownError(ConnectionClosedError):
+    """A send with CommOptions(ack=True) went out whole, but its acknowledgement never came
+    (the connection ended, the Comm closed, or the send's timeout or cancel came first): the
+    peer may have the message. Every other failed send was certainly not delivered. Sending
+    it again may deliver it twice, unless it carries a retry key (CommOptions.retry_key).
+    A ConnectionClosedError, so code that catches those keeps working."""
 
 
 class ConnectionFailedError(CommError, ConnectionError):

@@ -13,8 +13,7 @@ Group::Call::Call(Group& g, std::string w, const CallOptions& options, bool is_c
   Seconds timeout = options.timeout.value_or(group.options_.timeout);
   if (!(timeout.count() > 0)) throw InvalidArgumentError(what + ": the timeout must be positive");
   timeout_ = timeout;
-  deadline = timeout.count() > 1e9 ? Clock::time_point::max()
-                                   : Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout);
+  deadline = deadline_after(timeout);  // (saturating: a timeout too long for the clock has no end)
   {
     std::lock_guard lock(group.fail_->mu);
     if (group.fail_->closed) throw ClosedError(what + ": the group is closed");

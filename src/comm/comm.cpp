@@ -100,7 +100,7 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   evict_oldest_handshakes();
   handshaking.insert(connection);
   handshake_order.push_back(connection);
-  const auto deadline = Clock::now() + to_duration(Seconds(spec.comm.handshake_timeout_s));
+  const auto deadline = deadline_of(Seconds(spec.comm.handshake_timeout_s));
   connection->handshake_as_acceptor(deadline, [this, connection](std::optional<Error> error) {
     handshaking.erase(connection);
     if (error) {
@@ -345,11 +345,24 @@ std::vector<Peer> Comm::peers() const {
   return out;
 }
 
+namespace {
+// A timeout that is not one (NaN, negative) is refused at the call; any other, however long,
+// means what it says (deadline.h).
+std::optional<Error> timeout_refused(const std::optional<Seconds>& timeout, const char* what) {
+  if (!timeout) return std::nullopt;
+  auto problem = timeout_problem(timeout->count());
+  if (!problem) return std::nullopt;
+  return Error{ErrorCode::kInvalidArgument, std::string(what) + ": CommOptions::timeout (" +
+                                                seconds_text(timeout->count()) + " s) " + *problem};
+}
+}  // namespace
+
 Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload, CommOptions options) {
   const SharedPoster& post = impl_->poster;
   PeerState* state = impl_->find_peer(peer);
   if (!state)
     return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
+  if (auto refused = timeout_refused(options.timeout, "send")) return ready_future<SendResult>(*refused, post);
   if (impl_->closed.load()) return ready_future<SendResult>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
 
   const std::uint64_t id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
@@ -431,17 +444,18 @@ void RecvWaiter::help(Clock::time_point deadline) {
 
 namespace {
 
-// The checks every recv makes first: a known peer, an open Comm.
-Result<PeerState*> recv_peer(Comm::Impl& impl, const Peer& peer) {
+// The checks every recv makes first: a known peer, a timeout, an open Comm.
+Result<PeerState*> recv_peer(Comm::Impl& impl, const Peer& peer, const CommOptions& options) {
   PeerState* state = impl.find_peer(peer);
   if (!state) return Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"};
+  if (auto refused = timeout_refused(options.timeout, "recv")) return *refused;
   if (impl.closed.load()) return Error{ErrorCode::kClosed, "the Comm is closed"};
   return state;
 }
 
 Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Peer& peer, std::vector<Tensor> into,
                              CommOptions options) {
-  const Result<PeerState*> state = recv_peer(*owner, peer);
+  const Result<PeerState*> state = recv_peer(*owner, peer, options);
   if (!state) return ready_future<Received>(state.error(), owner->poster);
   auto waiter = RecvWaiter::make(owner, state.value(), options.tag, std::move(into));
   Future<Received> future = waiter->promise.future();
@@ -456,11 +470,9 @@ Future<Received> Comm::recv(const Peer& peer, CommOptions options) {
 }
 
 Future<Received> Comm::recv_for(const Peer& peer, Seconds wait, CommOptions options) {
-  const Result<PeerState*> state = recv_peer(*impl_, peer);
+  const Result<PeerState*> state = recv_peer(*impl_, peer, options);
   if (!state) return ready_future<Received>(state.error(), impl_->poster);
-  // (A wait of decades means "no deadline", and must not overflow the clock.)
-  const Clock::time_point wait_until =
-      wait.count() > 1e9 ? Clock::time_point::max() : Clock::now() + to_duration(std::max(wait, Seconds(0)));
+  const Clock::time_point wait_until = deadline_after(wait);  // (saturating: no overflow)
   Future<Received> future = state.value()->recv_for(options.tag, wait_until, options.timeout);
   // Where this thread could not read its message itself (the loop or another thread reads),
   // it still waits the rest of the time for it.

@@ -168,6 +168,8 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
     return d.substr(0, d.find(' '));
   }
   std::string_view payload_path() const { return stream_->payload_path(); }
+  // Bytes this connection's writes handed over beyond recall (transport::Connection).
+  std::uint64_t bytes_handed_over() const { return stream_->bytes_handed_over(); }
 
  private:
   // Handshake: the loop reads one control frame with the frame reader.
@@ -325,7 +327,11 @@ class PeerState {
     std::array<std::uint8_t, 36> chunk_header{};
     std::vector<std::uint8_t> compressed;
     Clock::time_point started;
+    std::uint64_t handed_over_base = 0;  // the connection's bytes_handed_over() at the start
   };
+  // Whether the message's last byte is handed over already: its write's completion is on
+  // its way, and the send is delivered (a timeout, cancel or close that comes now is late).
+  bool went_out_whole(const OutMessage& message) const;
   std::shared_ptr<OutMessage> pick_next();
   void start_unit(const std::shared_ptr<OutMessage>& message, Connection& connection);
   void build_chunk(Unit& unit, Connection& connection);
@@ -350,7 +356,9 @@ class PeerState {
                         std::error_code ec, const std::string& why);
   void fail_sends(const Error& error);
   void write_acks(Connection& connection);
-  void fail_awaiting_acks(Connection* connection, const Error& error);  // nullptr: all
+  // Sends awaiting their ACK on connection (nullptr: all) fail with delivery_unknown(why).
+  void fail_awaiting_acks(Connection* connection, const std::string& why);
+  Error delivery_unknown(const std::string& why) const;
   Connection* send_connection() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
@@ -499,7 +507,12 @@ struct Comm::Impl {
 };
 
 std::string seconds_text(double seconds);
-inline Clock::duration to_duration(Seconds s) { return std::chrono::duration_cast<Clock::duration>(s); }
+// Saturating (deadline.h): a span too long for the clock is duration::max(), never an overflow.
+inline Clock::duration to_duration(Seconds s) { return time_left(deadline_after(s, Clock::time_point{}), Clock::time_point{}); }
+// The deadline of an operation's timeout (none: never).
+inline Clock::time_point deadline_of(std::optional<Seconds> timeout) {
+  return timeout ? deadline_after(*timeout) : Clock::time_point::max();
+}
 Error timeout_error(const char* what, const Peer& peer, Seconds timeout);
 
 }  // namespace wcomm

@@ -91,13 +91,13 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   if (taken) return finish_taken(*waiter, std::move(*taken));
   if (!loop_parts) return;
   // A timer, and the loop's reading for a recv no thread reads for, belong to the loop.
-  const Clock::time_point deadline = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  const Clock::time_point deadline = deadline_of(timeout);
   if (!impl_.post([this, waiter, deadline, timeout] { arm_recv(waiter, deadline, timeout); }))
     cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
 }
 
 Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout) {
-  const Clock::time_point timeout_at = timeout ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  const Clock::time_point timeout_at = deadline_of(timeout);
   transport::ThreadWaker& waker = transport::this_thread_waker();
   DirectRecv direct;
   direct.tag = tag;

@@ -160,11 +160,16 @@ void PeerState::continue_inline_write(const std::shared_ptr<OutMessage>& message
   }
   active_ = message;
   active_connection_ = connection.get();
-  std::uint64_t offset = message->written_inline;
-  connection->write(slice_buffers(message->gather(), offset, message->bytes() - offset),
-                    [this, message](std::error_code ec) {
-                      if (active_ == message) finish_active(ec);
-                    });
+  auto unit = std::make_shared<Unit>();
+  unit->message = message;
+  unit->started = Clock::now();
+  unit->total = message->bytes() - message->written_inline;
+  unit->buffers = slice_buffers(message->gather(), message->written_inline, unit->total);
+  unit->handed_over_base = connection->bytes_handed_over();
+  unit_ = unit;
+  connection->write(unit->buffers, [this, unit](std::error_code ec) {
+    if (unit_ == unit) finish_active(ec);
+  });
 }
 
 void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
@@ -174,7 +179,7 @@ void PeerState::submit_send(std::shared_ptr<OutMessage> message, const CommOptio
     return;
   }
   if (options.timeout) {
-    message->timer.emplace(impl_.io, to_duration(*options.timeout));
+    message->timer.emplace(impl_.io, deadline_of(options.timeout));
     message->timer->async_wait([this, weak = std::weak_ptr(message), timeout = *options.timeout](std::error_code ec) {
       auto m = weak.lock();
       if (!ec && m) cancel_send(m, timeout_error("send", peer_, timeout));
@@ -247,13 +252,16 @@ void PeerState::cancel_send(const std::shared_ptr<OutMessage>& message, Error er
       release(*message);
       break;
     case OutMessage::State::kAwaitingAck:
-      // Written already: only its wait for the ACK ends; the connection goes on.
+      // Written already: only its wait for the ACK ends; the connection goes on. Whether the
+      // peer read it is not known.
       message->state = OutMessage::State::kDone;
       awaiting_ack_.erase(message->id);
       message->timer.reset();
-      message->promise.complete(std::move(error));
+      message->promise.complete(delivery_unknown("its wait ended (" + error.message + ")"));
       return;
     case OutMessage::State::kActive:
+      // Its last byte is out already: delivered; the write's completion is on its way.
+      if (went_out_whole(*message)) return;
       // A partial frame cannot be resumed: drop the connection. Once the stream is closed
       // (right here, on the loop) nothing touches the message's memory again.
       // Whatever else waited on that connection (sends awaiting their ACK) is told why.
@@ -328,7 +336,13 @@ void PeerState::on_acks(const std::vector<std::uint64_t>& message_ids) {
   }
 }
 
-void PeerState::fail_awaiting_acks(Connection* connection, const Error& error) {
+Error PeerState::delivery_unknown(const std::string& why) const {
+  return {ErrorCode::kDeliveryUnknown, "sent to '" + peer_.node_id + "' whole, but " + why +
+                                           " before it acknowledged the message: the peer may have it"};
+}
+
+void PeerState::fail_awaiting_acks(Connection* connection, const std::string& why) {
+  const Error error = delivery_unknown(why);
   std::vector<std::shared_ptr<OutMessage>> failed;
   for (auto it = awaiting_ack_.begin(); it != awaiting_ack_.end();) {
     if (connection && it->second->ack_connection != connection) {
@@ -367,7 +381,7 @@ void PeerState::ensure_connection() {
   if (!connections_.empty() || dialing_ || closing()) return;
   dialing_ = true;
   refused_since_.reset();
-  dial(Clock::now() + to_duration(Seconds(impl_.spec.comm.connect_timeout_s)),
+  dial(deadline_of(Seconds(impl_.spec.comm.connect_timeout_s)),
        std::chrono::duration_cast<std::chrono::milliseconds>(Seconds(impl_.spec.comm.reconnect_backoff_initial_s)), 0);
 }
 
@@ -571,10 +585,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
                                     "connection to '" + peer_.node_id + "' ended while sending: " + error.message});
   // Sends written here that wait for their ACK will never get it: they fail (the peer may or
   // may not have read them; the application decides whether to send again).
-  fail_awaiting_acks(&connection,
-                     Error{error.code == ErrorCode::kPeerRestarted ? error.code : ErrorCode::kConnectionClosed,
-                           "sent to '" + peer_.node_id + "', but the connection ended before it acknowledged the "
-                           "message: " + error.message});
+  fail_awaiting_acks(&connection, "the connection ended (" + error.message + ")");
   // Messages not yet started stay queued for the next connection (dialed below); they fail
   // only if the peer cannot be reached again, or at their own timeout.
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
@@ -630,7 +641,7 @@ void PeerState::close_all(const Error& error) {
   }
   fail_streaming(nullptr, error);
   fail_sends(error);
-  fail_awaiting_acks(nullptr, error);
+  fail_awaiting_acks(nullptr, "the Comm closed (" + error.message + ")");
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
     std::lock_guard lock(recv_mutex_);

@@ -87,6 +87,7 @@ void PeerState::start_unit(const std::shared_ptr<OutMessage>& message, Connectio
     unit->buffers = message->gather();
   }
   for (const auto& b : unit->buffers) unit->total += b.size();
+  unit->handed_over_base = connection.bytes_handed_over();
   unit_ = unit;
   write_unit(std::move(unit));
 }
@@ -224,7 +225,18 @@ void PeerState::fail_streaming(Connection* connection, const Error& error) {
   }
 }
 
+bool PeerState::went_out_whole(const OutMessage& message) const {
+  if (active_.get() != &message || !unit_ || !active_connection_) return false;
+  if (active_connection_->bytes_handed_over() - unit_->handed_over_base < unit_->total) return false;
+  return !message.chunked || message.payload_sent + unit_->payload_advance >= message.frame.payload_bytes;
+}
+
 void PeerState::finish_active(std::error_code ec) {
+  if (active_ && went_out_whole(*active_)) {
+    // Handed over whole before whatever ends it now: delivered, whatever came since.
+    ec = {};
+    active_->abort_error.reset();
+  }
   if (ec && ec != asio::error::operation_aborted && active_ && !active_->abort_error && active_connection_) {
     // The stream broke under the write (its reader may not know yet): end that connection.
     // on_connection_lost completes this message with the reason and keeps the messages

@@ -16,9 +16,7 @@ std::optional<std::size_t> Comm::wait_any(std::span<const Future<Received>> recv
   };
   if (recvs.empty() && fd < 0 && !timeout)
     throw InvalidArgumentError("wait_any: no recvs, no descriptor and no timeout: it would wait forever");
-  // (A timeout of decades means "no deadline", and must not overflow the clock.)
-  const Clock::time_point deadline =
-      timeout && timeout->count() <= 1e9 ? Clock::now() + to_duration(*timeout) : Clock::time_point::max();
+  const Clock::time_point deadline = deadline_of(timeout);  // (saturating: no overflow)
   std::vector<std::shared_ptr<RecvWaiter>> waiters;          // held while this thread reads for them
   std::vector<std::shared_ptr<Connection>> connections;      // likewise
   std::vector<ReadOwner::Part> parts;

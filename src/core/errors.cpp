@@ -21,6 +21,7 @@ const char* error_code_name(ErrorCode code) {
     case ErrorCode::kClosed: return "ClosedError";
     case ErrorCode::kInvalidArgument: return "InvalidArgumentError";
     case ErrorCode::kPeerRestarted: return "PeerRestartedError";
+    case ErrorCode::kDeliveryUnknown: return "DeliveryUnknownError";
   }
   return "UnknownError";
 }
@@ -40,6 +41,7 @@ void throw_error(const Error& error) {
     case ErrorCode::kClosed: throw ClosedError(error.message);
     case ErrorCode::kInvalidArgument: throw InvalidArgumentError(error.message);
     case ErrorCode::kPeerRestarted: throw PeerRestartedError(error.message);
+    case ErrorCode::kDeliveryUnknown: throw DeliveryUnknownError(error.message);
   }
   // An out-of-range code (a cast from a bad integer) still surfaces as a CommError.
   throw CommError(error.code, error.message);

@@ -140,6 +140,7 @@ class SocketStream final : public Connection {
       return ::sendmsg(fd, &msg, MSG_DONTWAIT | MSG_NOSIGNAL);
     });
     if (ec || done == asio::buffer_size(buffers)) {
+      hand_over(done);  // in the kernel now, though the handler runs later
       if (!first) write_watch_.reset();  // its registration would wake the loop on reads
       if (!first) return handler(ec, done);
       return asio::post(executor_, [handler = std::move(handler), ec, done] { handler(ec, done); });

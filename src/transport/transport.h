@@ -4,6 +4,7 @@
 // line in registry.cpp; tests/integration/transport_conformance_test.cpp then runs it.
 #pragma once
 
+#include <atomic>
 #include <poll.h>
 
 #include <chrono>
@@ -100,6 +101,19 @@ class Connection {
   // names it (subject CN or a DNS SAN); nullopt if so, else why not. Streams that
   // authenticate nobody accept any name.
   virtual std::optional<std::string> peer_name_problem(std::string_view node_id) const { return std::nullopt; }
+
+  // Bytes of async_write calls handed over beyond recall (in the kernel, or where the peer
+  // reads them without this side's help), counted when that happens, before the write's
+  // completion (which is posted) runs. A writer giving up on a write in between (a send's
+  // timeout) tells by it whether its frame went out whole: then it was delivered, and must not
+  // be reported failed. Any thread.
+  std::uint64_t bytes_handed_over() const { return handed_over_.load(std::memory_order_acquire); }
+
+ protected:
+  void hand_over(std::uint64_t bytes) { handed_over_.fetch_add(bytes, std::memory_order_release); }
+
+ private:
+  std::atomic<std::uint64_t> handed_over_{0};
 };
 
 using AcceptHandler = std::function<void(std::error_code, std::unique_ptr<Connection>)>;

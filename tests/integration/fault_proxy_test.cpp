@@ -415,7 +415,7 @@ TEST(CommSessionFaults, AnAckedSendLostOnTheWayFailsInsteadOfReportingSuccess) {
   p.proxy->reset();
   auto r = wait_result(std::move(acked));
   ASSERT_FALSE(r.ok());
-  EXPECT_EQ(r.error().code, ErrorCode::kConnectionClosed);
+  EXPECT_EQ(r.error().code, ErrorCode::kDeliveryUnknown);
   EXPECT_NE(r.error().message.find("before it acknowledged"), std::string::npos) << r.error().message;
 }
 

@@ -296,6 +296,7 @@ class ShmConnection final : public Connection {
     else w->done = put(w->buffers, w->done, Mode::kRemote);
     const bool finished = ec || written();
     if (finished) {
+      if (!ec) hand_over(w->total);  // the reader has all of it, though the handler runs later
       if (first) return asio::post(executor_, [w, ec] { w->handler(ec, w->done); });
       return w->handler(ec, w->done);
     }

@@ -344,6 +344,7 @@ class TlsStream final : public Connection {
     bool want_read = false;
     done += write_some(buffers, done, ec, want_read);
     if (ec || done == asio::buffer_size(buffers)) {
+      hand_over(done);  // SSL_write took it whole into the socket: in the kernel now
       if (!first) write_watch_.reset();
       if (!first) return handler(ec, done);
       return asio::post(executor_, [handler = std::move(handler), ec, done] { handler(ec, done); });

@@ -1,0 +1,89 @@
+// Delivery semantics at the edges (docs/cpp-api.md, "Delivery semantics"): a send reported
+// failed was not delivered; one that went out whole before its cancel, timeout or close is
+// reported sent; an acked send whose acknowledgement never came says the peer may have it.
+#include <gtest/gtest.h>
+
+#include "comm_fixture.h"
+
+namespace wcomm::testing {
+namespace {
+
+// 8 KiB: above the sender's chunk_bytes (4 KiB), so the send goes through the loop (a
+// caller's thread writes only what would not be chunked); over unix the connection's own
+// chunks are 16 MiB, so the loop writes the frame whole in one call, and the kernel takes it
+// at once. The transport posts the write's completion: whatever the loop runs next comes
+// between the frame's last byte leaving and its send completing.
+Value eight_kib(int i) { return Value(Bytes(std::string(8192, static_cast<char>('a' + i)))); }
+
+Pair unix_pair_that_sends_through_the_loop() {
+  CommConfig b;
+  b.chunk_bytes = 4096;
+  auto p = connected_pair(b, "unix");
+  // node-b sends (chunk_bytes is the sender's): a recv on node-a sees what arrived.
+  return p;
+}
+
+// Whether node-a received the message numbered i on tag 1 (it waits a little for it).
+bool received(Pair& p, int i) {
+  auto r = wait_result(p.a->recv(p.a->peer("node-b"), {.tag = 1, .timeout = 1s}));
+  if (!r.ok()) return false;
+  EXPECT_EQ(r.value().value, eight_kib(i));
+  return true;
+}
+
+TEST(CommDelivery, ACancelThatCameAfterTheFrameWentOutWholeLeavesTheSendDelivered) {
+  auto p = unix_pair_that_sends_through_the_loop();
+  // The cancel is posted to the loop after the send: it runs once the frame is in the kernel,
+  // before the write's completion. Without the hand-over count it aborted the connection and
+  // failed the send, and node-a received the message anyway.
+  auto sent = p.b->send(eight_kib(1), p.b->peer("node-a"), {}, {.tag = 1});
+  sent.cancel();
+  auto r = wait_result(std::move(sent));
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(received(p, 1));
+  EXPECT_EQ(p.b->stats().connections_dialed + p.b->stats().connections_accepted, 1u) << "the connection was kept";
+}
+
+TEST(CommDelivery, ACloseThatCameAfterTheFrameWentOutWholeLeavesTheSendDelivered) {
+  auto p = unix_pair_that_sends_through_the_loop();
+  auto sent = p.b->send(eight_kib(2), p.b->peer("node-a"), {}, {.tag = 1});
+  p.b->close();  // posted behind the send, as the cancel above
+  auto r = wait_result(std::move(sent));
+  EXPECT_TRUE(r.ok()) << r.error().message;
+  EXPECT_TRUE(received(p, 2));
+}
+
+TEST(CommDelivery, ASendCancelledBeforeItsFrameWentOutIsNotDelivered) {
+  auto p = unix_pair_that_sends_through_the_loop();
+  // A send queued behind a 64 MiB one on the same tag is still queued when its cancel runs.
+  const Value big(Tensor::zeros(DType::kUInt8, {64ll << 20}));
+  auto first = p.b->send(big, p.b->peer("node-a"), {}, {.tag = 1});
+  auto second = p.b->send(eight_kib(3), p.b->peer("node-a"), {}, {.tag = 1});
+  second.cancel();
+  auto r = wait_result(std::move(second));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
+  EXPECT_TRUE(wait_result(std::move(first)).ok());
+  auto got = wait_result(p.a->recv(p.a->peer("node-b"), {.tag = 1, .timeout = 10s}));
+  ASSERT_TRUE(got.ok()) << got.error().message;
+  EXPECT_FALSE(received(p, 3)) << "a send reported cancelled was delivered";
+}
+
+// Whatever a cancel's moment, over tcp with chunks (a cancel between chunks ends the
+// connection and the receiver drops the partial message): reported sent exactly when
+// delivered, for each of a series of sends cancelled at once.
+TEST(CommDelivery, OverTcpWithChunksACancelledSendIsDeliveredExactlyWhenReportedSent) {
+  CommConfig b;
+  b.chunk_bytes = 4096;
+  auto p = connected_pair(b, "tcp");
+  for (int i = 0; i < 8; ++i) {
+    auto sent = p.b->send(eight_kib(i), p.b->peer("node-a"), {}, {.tag = 1});
+    sent.cancel();
+    auto r = wait_result(std::move(sent));
+    if (!r.ok()) EXPECT_EQ(r.error().code, ErrorCode::kCancelled) << r.error().message;
+    EXPECT_EQ(received(p, i), r.ok()) << "send " << i << ": " << (r.ok() ? "sent" : r.error().message);
+  }
+}
+
+}  // namespace
+}  // namespace wcomm::testing
