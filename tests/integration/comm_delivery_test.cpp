@@ -3,6 +3,8 @@
 // reported sent; an acked send whose acknowledgement never came says the peer may have it.
 #include <gtest/gtest.h>
 
+#include <cmath>
+
 #include "comm_fixture.h"
 
 namespace wcomm::testing {
@@ -83,6 +85,23 @@ TEST(CommDelivery, OverTcpWithChunksACancelledSendIsDeliveredExactlyWhenReported
     if (!r.ok()) EXPECT_EQ(r.error().code, ErrorCode::kCancelled) << r.error().message;
     EXPECT_EQ(received(p, i), r.ok()) << "send " << i << ": " << (r.ok() ? "sent" : r.error().message);
   }
+}
+
+TEST(CommDeadlines, ATimeoutTooLongForTheClockWaitsAndANaNOneIsRefused) {
+  auto p = connected_pair({}, "tcp");
+  const Peer& b = p.a->peer("node-b");
+  // 1e10 s is past int64 nanoseconds: it used to fail at once, "timed out after 1e+10 s".
+  auto recv = p.a->recv(b, {.tag = 5, .timeout = Seconds(1e10)});
+  EXPECT_EQ(recv.wait_for(200ms), nullptr) << "it has no end in sight";
+  wait_value(p.b->send(Value("late"), p.b->peer("node-a"), {}, {.tag = 5, .timeout = Seconds(1e10)}));
+  EXPECT_EQ(wait_value(std::move(recv)).value, Value("late"));
+  auto nan = wait_result(p.a->recv(b, {.tag = 5, .timeout = Seconds(std::nan(""))}));
+  ASSERT_FALSE(nan.ok());
+  EXPECT_EQ(nan.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(nan.error().message.find("CommOptions::timeout"), std::string::npos) << nan.error().message;
+  auto negative = wait_result(p.a->send(Value(1), b, {}, {.timeout = Seconds(-1)}));
+  ASSERT_FALSE(negative.ok());
+  EXPECT_NE(negative.error().message.find("negative"), std::string::npos) << negative.error().message;
 }
 
 }  // namespace
