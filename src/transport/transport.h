@@ -106,8 +106,10 @@ class Connection {
   // reads them without this side's help), counted when that happens, before the write's
   // completion (which is posted) runs. A writer giving up on a write in between (a send's
   // timeout) tells by it whether its frame went out whole: then it was delivered, and must not
-  // be reported failed. Any thread.
-  std::uint64_t bytes_handed_over() const { return handed_over_.load(std::memory_order_acquire); }
+  // be reported failed. Asked on the loop after the stream was shut (a writer that gives up
+  // shuts first, then asks), so a transport whose peer takes bytes out of this side's memory
+  // can answer from shared state, with no window between "taken" and "counted" (shm).
+  virtual std::uint64_t bytes_handed_over() const { return handed_over_.load(std::memory_order_acquire); }
 
  protected:
   void hand_over(std::uint64_t bytes) { handed_over_.fetch_add(bytes, std::memory_order_release); }

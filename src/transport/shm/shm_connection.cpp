@@ -96,9 +96,6 @@ class ShmConnection final : public Connection {
         done_ = in_pos_;  // inline bytes are free again as soon as they are copied out
       } else if (!read_remote(dst, n, ec)) {
         break;
-      } else {
-        record_left_ -= n;
-        if (record_left_ == 0) done_ = in_pos_;  // the writer's memory is no longer needed
       }
       progressed = true;
       total += n;
@@ -116,6 +113,18 @@ class ShmConnection final : public Connection {
   }
 
   bool maybe_readable() const override { return readable_now(); }
+
+  // A write whose remote records the reader has read is handed over even before step() sees
+  // it. With shutdown()'s `aborted` store before this tail load, and the reader's tail store
+  // before its `aborted` load (read_remote), both seq_cst: a reader that keeps the bytes is
+  // always seen here, and a writer that sees nothing had them voided.
+  std::uint64_t bytes_handed_over() const override {
+    std::uint64_t n = Connection::bytes_handed_over();
+    const std::uint64_t waiting = waiting_total_.load(std::memory_order_seq_cst);
+    if (waiting && out_.tail.load(std::memory_order_seq_cst) >= waiting_until_.load(std::memory_order_relaxed))
+      n += waiting;
+    return n;
+  }
 
   std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
     // Inline bytes only (a peek is an optimisation for small frame heads); nothing consumed.
@@ -296,9 +305,16 @@ class ShmConnection final : public Connection {
     else w->done = put(w->buffers, w->done, Mode::kRemote);
     const bool finished = ec || written();
     if (finished) {
+      waiting_total_.store(0, std::memory_order_seq_cst);  // counted here instead (below)
       if (!ec) hand_over(w->total);  // the reader has all of it, though the handler runs later
       if (first) return asio::post(executor_, [w, ec] { w->handler(ec, w->done); });
       return w->handler(ec, w->done);
+    }
+    // Published whole, remote records not yet read: once the reader's tail passes remote_end_
+    // it is handed over, whether or not this step has run again (bytes_handed_over).
+    if (w->done == w->total) {
+      waiting_until_.store(remote_end_, std::memory_order_relaxed);
+      waiting_total_.store(w->total, std::memory_order_seq_cst);
     }
     // Blocked: sleep until the reader frees space (it rings out_space when it sees the flag;
     // a tail that moved since we looked means it may have freed some before the flag was up).
@@ -388,12 +404,20 @@ class ShmConnection final : public Connection {
       if (!ec) ec = e;
     }
     if (ec) return false;
+    remote_address_ += n;
+    record_left_ -= n;
+    if (record_left_ == 0) {
+      // The writer's memory is no longer needed: say so before looking at `aborted` (the
+      // writer's bytes_handed_over looks in the other order), so that bytes kept here are
+      // never bytes the writer reports not handed over.
+      done_ = in_pos_;
+      release_space();
+    }
     // A writer that gave up the memory may have done so while we read it: those bytes are void.
     if (in_.aborted.load(std::memory_order_seq_cst)) {
       ec = asio::error::connection_aborted;
       return false;
     }
-    remote_address_ += n;
     return true;
   }
 
@@ -463,6 +487,8 @@ class ShmConnection final : public Connection {
   // Writer.
   std::uint64_t out_head_ = 0;
   std::uint64_t remote_end_ = 0;  // the write completes once the reader's tail is past this
+  // The write published whole that waits for the reader's tail to pass waiting_until_ (0: none).
+  std::atomic<std::uint64_t> waiting_total_{0}, waiting_until_{0};
   // Reader.
   std::uint64_t in_pos_ = 0;      // next byte of the ring to look at
   std::uint64_t done_ = 0;        // what the tail may say: everything before is consumed
