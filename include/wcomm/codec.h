@@ -34,6 +34,9 @@ inline constexpr std::uint8_t kFlagAckRequested = 0x80;
 // DATA header flag ("chunks" feature): the frame ends after its manifest; its payload follows
 // in CHUNK frames with the same message_id, which other frames may come between.
 inline constexpr std::uint8_t kFlagChunked = 0x40;
+// DATA header flag ("supersede" feature): the sender has left every other connection to this
+// receiver; frames still arriving on those are older, and the receiver drops them.
+inline constexpr std::uint8_t kFlagSupersedes = 0x10;
 // CHUNK header flag ("zstd" feature): the chunk's bytes are one zstd frame that decompresses
 // to the next bytes of the message's payload.
 inline constexpr std::uint8_t kFlagCompressed = 0x20;

@@ -143,6 +143,15 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // The peer's incarnation (a wcomm peer's HELLO / HELLO_ACK says it; empty for V0.1).
   const std::string& peer_incarnation() const { return peer_incarnation_; }
   bool acks() const { return acks_; }  // both sides listed "ack"
+  bool supersedes() const { return supersede_; }  // both sides listed "supersede"
+  // Whether the peer holds this connection established, so that what is written here is read
+  // in order with what was written on its other connections (PeerState::reading_). A dialer
+  // knows at HELLO_ACK; an acceptor once the dialer sent anything after it (with "supersede"
+  // the dialer sends a HEARTBEAT at once; a keyed dialer's AUTH). Until then, with
+  // "supersede", no DATA is written here: a HELLO_ACK held up on its way would otherwise let
+  // the peer establish it late, after frames on a newer connection, and take its stale
+  // frames as new. Any thread.
+  bool peer_holds_it() const { return !supersede_ || peer_holds_it_.load(std::memory_order_acquire); }
   // How large this connection's chunks are (0: messages go whole: a side did not list
   // "chunks", or CommConfig::chunk_bytes is 0). On one host (shm, unix) at
   // least kSameHostChunkBytes: such a link moves CommConfig::chunk_bytes in microseconds, so
@@ -158,6 +167,9 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // Loop: message_ids read here that asked for an ACK and have not been acknowledged yet.
   std::vector<std::uint64_t> take_pending_acks() { return std::exchange(pending_acks_, {}); }
   bool has_pending_acks() const { return !pending_acks_.empty(); }
+  // The peer now sends on another connection: this one's frames are dropped (PeerState::inbound_;
+  // under the peer's recv_mutex_).
+  bool superseded = false;
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }
@@ -191,6 +203,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
   void on_frame(Frame frame, ReadOwner::Reader reader, Later& later) override;
   void on_acks(const Frame& frame, ReadOwner::Reader reader) override;
+  void on_heartbeat(ReadOwner::Reader) override { peer_spoke(); }
   bool inbound_full() override;
   void abandon_frame(const Error& why, Later& later) override;
   bool others_waiting(std::size_t own) override;
@@ -214,6 +227,10 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool heartbeats_ = false;                 // negotiated
   bool acks_ = false;                       // negotiated
   bool chunks_ = false, zstd_ = false;      // negotiated
+  bool supersede_ = false;                  // negotiated
+  bool dialer_ = false;
+  std::atomic<bool> peer_holds_it_{false};
+  void peer_spoke();  // any frame read after the handshake: see peer_holds_it()
   std::uint64_t chunk_bytes_ = 0;           // set with the handshake: chunk_bytes()
   LinkRate link_rate_;
   std::vector<std::uint64_t> pending_acks_;  // loop only
@@ -286,13 +303,16 @@ class PeerState {
   void on_connection_lost(Connection& connection, const Error& error, bool local);
   // Loop: ends every established connection (Comm::drop_connections), as a local failure.
   void drop_connections(const Error& error);
-  // A decoded message from one of this peer's connections, read on the loop or not (then
-  // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner).
-  void deliver(std::uint32_t tag, Received&& message, bool by_loop, Later& later);
+  // A decoded message from connection `from` of this peer, read on the loop or not (then
+  // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner). False: the
+  // message was dropped, its connection superseded (accept_from_locked); nothing acks it.
+  bool deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop, Later& later);
   // The recv_into waiter a frame on tag is read into, if the next waiter is one; claimed.
   std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
-  void complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result, bool by_loop,
-                            Later& later);
+  // Completes a claimed waiter: with its frame from `from` (false, and an error instead, when
+  // `from` was superseded), or with an error (from: nullptr).
+  bool complete_into_waiter(Connection* from, std::uint8_t flags, const std::shared_ptr<RecvWaiter>& waiter,
+                            Result<Received> result, bool by_loop, Later& later);
   // Any thread: whether more than `beyond` recvs on this peer are waiting.
   bool recvs_waiting(std::size_t beyond = 0);
   // Loop: an idle connection's heartbeat, written unless a frame is on its way (then the
@@ -393,6 +413,19 @@ class PeerState {
   };
   DirectRecv* direct_ = nullptr;
   void fill_direct_locked(Result<Received>&& result);
+  // This peer's established connections, under recv_mutex_. A sender moves to another
+  // connection only once it gave up the one it wrote on, and then flags its first frame there
+  // (kFlagSupersedes): whatever the other connections still bring is older (a stalled path
+  // that recovers, a kernel still sending an abandoned socket's bytes), and delivered after
+  // that frame it would break the per-tag order. They are superseded: their frames are
+  // dropped, unacked (their senders counted them sent unacknowledged, or unknown), and they
+  // are ended. Checked under recv_mutex_ with the delivery it admits.
+  std::vector<Connection*> reading_;
+  bool accept_from_locked(Connection& from, std::uint8_t flags);
+  // Set once this side wrote a DATA frame to the peer: a connection written on for the first
+  // time after that flags its first frame (kFlagSupersedes). Set by the loop's writer and by
+  // a caller's inline write.
+  std::atomic<bool> wrote_data_{false};
 
   Comm::Impl& impl_;
   Peer peer_;

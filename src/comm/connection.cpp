@@ -76,8 +76,15 @@ void Connection::finish_handshake(std::optional<Error> error) {
     chunk_bytes_ = impl_.spec.comm.chunk_bytes;
     if (transport == "shm" || transport == "unix") chunk_bytes_ = std::max(chunk_bytes_, kSameHostChunkBytes);
   }
-  reader_.set_extensions(chunks_, zstd_, &impl_.stats.bytes_decompressed);
+  reader_.set_extensions(chunks_, zstd_, supersede_, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");
+  // A keyed acceptor read the dialer's AUTH, sent after the dialer had the HELLO_ACK.
+  if (dialer_ || keyed()) peer_holds_it_.store(true, std::memory_order_release);
+  if (dialer_ && supersede_ && !keyed() && !writing_) {
+    // Tells the acceptor that this side holds the connection (peer_holds_it): it may write.
+    static const std::vector<std::uint8_t> heartbeat = encode_control(FrameKind::kHeartbeat, {});
+    write({asio::buffer(heartbeat)}, [](std::error_code) {});  // a failed write shows on the next read
+  }
   auto done = std::move(handshake_done_);
   done(std::nullopt);
 }
@@ -91,6 +98,7 @@ std::vector<std::string> Connection::offered_features() const {
     out.push_back("heartbeat=" + seconds_text(impl_.spec.comm.heartbeat_interval_s));
   out.push_back("incarnation=" + impl_.incarnation);
   out.push_back("ack");
+  out.push_back("supersede");
   if (impl_.spec.comm.chunk_bytes > 0) {
     out.push_back("chunks");
     if (impl_.spec.comm.compression != "off") out.push_back("zstd");
@@ -103,6 +111,8 @@ void Connection::accept_features(const std::vector<std::string>& features) {
   for (const std::string& f : features) {
     if (f == "ack") {
       acks_ = true;
+    } else if (f == "supersede") {
+      supersede_ = true;
     } else if (f == "chunks") {
       chunks_ = impl_.spec.comm.chunk_bytes > 0;
     } else if (f == "zstd") {
@@ -155,6 +165,7 @@ void Connection::on_liveness_tick() {
 void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline,
                                      std::function<void(std::optional<Error>)> done) {
   peer_ = &peer;
+  dialer_ = true;
   connection_id_ = new_connection_id();
   handshake_done_ = std::move(done);
   reader_.set_peer_name("peer '" + peer.peer().node_id + "'");
@@ -355,7 +366,16 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   return decoded;
 }
 
+void Connection::peer_spoke() {
+  if (peer_holds_it_.load(std::memory_order_relaxed) || peer_holds_it_.exchange(true)) return;
+  // Sends may have waited for a connection the peer holds: the loop looks again.
+  impl_.post([weak = weak_from_this()] {
+    if (auto self = weak.lock(); self && !self->failed_) self->peer_->pump();
+  });
+}
+
 void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
+  peer_spoke();
   const FrameHeader& header = frame.header;
   release_partial_charge(header.frame_bytes());  // delivered next (unreceived if nobody waits)
   Received message{std::move(frame.data->root), std::move(frame.data->piggypayload), header.message_id,
@@ -366,7 +386,21 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
   if (reader == ReadOwner::Reader::kCallerBusyPolling)
     impl_.stats.messages_read_busy_polling.fetch_add(1, std::memory_order_relaxed);
   const bool by_loop = reader == ReadOwner::Reader::kLoop;
-  if (header.flags & kFlagAckRequested) {
+  bool accepted = true;
+  if (auto found = frames_into_.find(header.message_id); found != frames_into_.end()) {
+    IntoClaim claim = std::move(found->second);
+    frames_into_.erase(found);
+    if (claim.mismatch)
+      accepted = peer_->complete_into_waiter(
+          this, header.flags, claim.waiter,
+          Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *claim.mismatch + "; the message was dropped"}, by_loop,
+          later);
+    else
+      accepted = peer_->complete_into_waiter(this, header.flags, claim.waiter, std::move(message), by_loop, later);
+  } else {
+    accepted = peer_->deliver(*this, header.flags, header.tag, std::move(message), by_loop, later);
+  }
+  if (accepted && (header.flags & kFlagAckRequested)) {
     // Acknowledged once read whole (the sender's send completes then), on the loop.
     if (by_loop) {
       peer_->queue_ack(shared_from_this(), header.message_id);
@@ -376,20 +410,10 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
       });
     }
   }
-  if (auto found = frames_into_.find(header.message_id); found != frames_into_.end()) {
-    IntoClaim claim = std::move(found->second);
-    frames_into_.erase(found);
-    if (claim.mismatch)
-      return peer_->complete_into_waiter(
-          claim.waiter,
-          Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *claim.mismatch + "; the message was dropped"}, by_loop,
-          later);
-    return peer_->complete_into_waiter(claim.waiter, std::move(message), by_loop, later);
-  }
-  peer_->deliver(header.tag, std::move(message), by_loop, later);
 }
 
 void Connection::on_acks(const Frame& frame, ReadOwner::Reader reader) {
+  peer_spoke();
   auto control = decode_control(frame.header, frame.manifest);
   if (!control || control.value().acks.empty()) return;  // nothing this side can use
   if (reader == ReadOwner::Reader::kLoop) return peer_->on_acks(control.value().acks);
@@ -417,7 +441,7 @@ void Connection::abandon_frame(const Error& why, Later& later) {
   frames_into_.clear();
   // (Runs on the loop or on the last reader's thread: complete_into_waiter hands over.)
   for (auto& [id, claim] : claims)
-    peer_->complete_into_waiter(claim.waiter, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
+    peer_->complete_into_waiter(nullptr, 0, claim.waiter, Error{ErrorCode::kConnectionClosed, why.message}, false, later);
 }
 
 // ---- writing and ending -----------------------------------------------------------------

@@ -136,7 +136,7 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
   const std::size_t got = connection_.try_peek(head_peek_.data(), head_peek_.size(), ec);
   if (got < kHeaderSize) return false;  // the stage-by-stage reads take it (and report ec)
   auto header = parse_header(head_peek_.data(), limits_);
-  if (!header || header.value().kind != FrameKind::kData || (header.value().flags & kFlagChunked) ||
+  if (!header || header.value().kind != FrameKind::kData || (header.value().flags & (kFlagChunked | kFlagSupersedes)) ||
       open_.count(header.value().message_id) || kHeaderSize + header.value().manifest_size > got)
     return false;
   frame_.header = header.value();
@@ -178,6 +178,8 @@ void FrameReader::on_header() {
                                            " of a chunked message still open"});
   if ((frame_.header.flags & kFlagChunked) && !chunks_)
     return fail({ErrorCode::kProtocol, "a chunked DATA frame on a connection that did not negotiate \"chunks\""});
+  if ((frame_.header.flags & kFlagSupersedes) && !supersede_)
+    return fail({ErrorCode::kProtocol, "a DATA frame flagged 0x10 on a connection that did not negotiate \"supersede\""});
   if (handshake_ && (frame_.header.kind == FrameKind::kData || frame_.header.kind == FrameKind::kChunk))
     return fail({ErrorCode::kProtocol, "a DATA frame before the handshake completed"});
   if (handshake_ && frame_.header.manifest_size > kHandshakeManifestBytes)

@@ -40,11 +40,12 @@ class FrameReader {
   static constexpr std::uint32_t kHandshakeManifestBytes = 4096;
   void set_handshake(bool on) { handshake_ = on; }
   // Negotiated extensions: chunked DATA frames with CHUNK frames ("chunks"), compressed
-  // chunks ("zstd"). Without them such frames are protocol errors.
-  // decompressed: counts the bytes decompressed (stats), may be null.
-  void set_extensions(bool chunks, bool zstd, std::atomic<std::uint64_t>* decompressed = nullptr) {
+  // chunks ("zstd"), the supersede flag ("supersede"). Without them such frames are protocol
+  // errors. decompressed: counts the bytes decompressed (stats), may be null.
+  void set_extensions(bool chunks, bool zstd, bool supersede = false, std::atomic<std::uint64_t>* decompressed = nullptr) {
     chunks_ = chunks;
     zstd_ = zstd;
+    supersede_ = supersede;
     decompressed_ = decompressed;
   }
   // At most this many chunked messages may be open (announced, not yet complete) at once.
@@ -115,7 +116,7 @@ class FrameReader {
   std::optional<Error> error_;
   std::atomic<std::uint64_t> bytes_read_{0};
   bool handshake_ = false;
-  bool chunks_ = false, zstd_ = false;
+  bool chunks_ = false, zstd_ = false, supersede_ = false;
   // Chunked messages being reassembled, by message_id: the decoded frame (its storage is the
   // destination) and how much of its payload has come.
   struct OpenMessage {

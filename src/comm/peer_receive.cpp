@@ -7,6 +7,8 @@
 #include <algorithm>
 #include <cstring>
 
+#include <spdlog/spdlog.h>
+
 #include "comm/comm_impl.h"
 
 namespace wcomm {
@@ -233,25 +235,53 @@ std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
   return front;
 }
 
-void PeerState::complete_into_waiter(const std::shared_ptr<RecvWaiter>& waiter, Result<Received> result,
-                                     bool by_loop, Later& later) {
+bool PeerState::accept_from_locked(Connection& from, std::uint8_t flags) {
+  if (from.superseded) return false;
+  if (!(flags & kFlagSupersedes)) return true;
+  for (Connection* old : reading_) {
+    if (old == &from || old->superseded) continue;
+    old->superseded = true;
+    spdlog::info("wcomm[{}]: peer '{}' moved to {}: ending {}, whose frames still on their way are older",
+                 impl_.spec.local.node_id, peer_.node_id, from.describe(), old->describe());
+    impl_.post([weak = old->weak_from_this(), id = peer_.node_id] {
+      if (auto c = weak.lock())
+        c->fail({ErrorCode::kConnectionClosed, "superseded: peer '" + id + "' moved to another connection"}, true);
+    });
+  }
+  return true;
+}
+
+bool PeerState::complete_into_waiter(Connection* from, std::uint8_t flags, const std::shared_ptr<RecvWaiter>& waiter,
+                                     Result<Received> result, bool by_loop, Later& later) {
+  bool accepted = true;
   {
     std::lock_guard lock(recv_mutex_);
+    if (from && !accept_from_locked(*from, flags)) {
+      accepted = false;
+      result = Error{ErrorCode::kConnectionClosed, "the message being read into this recv_into came on a connection "
+                                                   "its sender had left (superseded); it was dropped"};
+    }
     auto& queue = waiters_[waiter->tag];
     queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
     waiter->done = true;
   }
   complete_recv(waiter, std::move(result), by_loop, &later);
+  return accepted;
 }
 
-void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Later& later) {
+bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop,
+                        Later& later) {
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
+    if (!accept_from_locked(from, flags)) return false;
     // A recv_for reading in place came before every waiter on its tag. Whoever reads here
     // (its own thread, the loop it waited out, or another reader it could not displace),
     // its thread is not asleep on its waker: nobody to wake.
-    if (direct_ && direct_->tag == tag) return fill_direct_locked(std::move(message));
+    if (direct_ && direct_->tag == tag) {
+      fill_direct_locked(std::move(message));
+      return true;
+    }
     auto found = waiters_.find(tag);
     if (found != waiters_.end()) {
       auto& queue = found->second;
@@ -267,7 +297,7 @@ void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Lat
       unreceived_messages_ += 1;
       unreceived_bytes_ += message.wire_bytes;
       inbox_[tag].push_back(std::move(message));
-      return;
+      return true;
     }
   }
   Result<Received> result = std::move(message);
@@ -277,6 +307,7 @@ void PeerState::deliver(std::uint32_t tag, Received&& message, bool by_loop, Lat
       result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
   }
   complete_recv(std::move(waiter), std::move(result), by_loop, &later);
+  return true;
 }
 
 // Called by a connection's reader, in arrival order. On the loop a waiter completes at once

@@ -62,6 +62,9 @@ void PeerState::refresh_stats() {
   Connection* send = send_connection();
   for (const auto& c : connections_)
     if (c.get() == send) current = c;
+  // (An acceptor's connection that the peer has not confirmed yet, peer_holds_it, is still the
+  // one it reaches the peer by.)
+  if (!current && !connections_.empty()) current = connections_.front();
   std::lock_guard lock(stats_mutex_);
   stats_connection_ = std::move(current);
 }
@@ -87,7 +90,8 @@ Future<SendResult> PeerState::send_from_caller(EncodedFrame frame, std::uint64_t
   std::shared_ptr<Connection> written_to;
   if (inline_connection_ && posted_sends_ == 0 && !options.ack && (chunk == 0 || frame.payload_bytes <= chunk)) {
     std::error_code ec;
-    inline_connection_->mark_used();
+    inline_connection_->mark_used();  // (already used, or the first ever: refresh_inline)
+    wrote_data_.store(true, std::memory_order_relaxed);
     thread_local std::vector<asio::const_buffer> buffers;  // (reused: no allocation per message)
     gather_frame(frame, buffers);
     written = inline_connection_->try_write(buffers, ec);
@@ -138,7 +142,7 @@ void PeerState::refresh_inline() {
   Connection* send = send_connection();
   const bool scheduled = impl_.scheduler && impl_.scheduler->enabled();
   if (!closing() && !active_ && queue_.empty() && streaming_.empty() && capacity_waiters_.empty() && !scheduled &&
-      send && !send->writing()) {
+      send && !send->writing() && (send->used() || !wrote_data_.load(std::memory_order_relaxed))) {  // (a first frame there may need its flag)
     for (const auto& c : connections_)
       if (c.get() == send) idle_connection = c;
   }
@@ -285,6 +289,7 @@ Connection* PeerState::send_connection() const {
   Connection* best = nullptr;
   Connection* used = nullptr;
   for (const auto& c : connections_) {
+    if (!c->peer_holds_it()) continue;  // (see there)
     if (c->used() && (!used || c->connection_id() < used->connection_id())) used = c.get();
     if (!best || c->connection_id() < best->connection_id()) best = c.get();
   }
@@ -512,6 +517,10 @@ void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   }
   const bool was_down = connections_.empty();
   connections_.push_back(connection);
+  {
+    std::lock_guard lock(recv_mutex_);
+    reading_.push_back(connection.get());
+  }
   refresh_caller_read();
   refresh_stats();
   connection->start_reading();
@@ -568,6 +577,10 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   if (it == connections_.end()) return;
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
+  {
+    std::lock_guard lock(recv_mutex_);
+    std::erase(reading_, &connection);
+  }
   refresh_caller_read();
   refresh_stats();
   paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());

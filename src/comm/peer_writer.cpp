@@ -57,9 +57,14 @@ void PeerState::pump_queue() {
   if (message->state == OutMessage::State::kQueued) {
     queue_.erase(std::find(queue_.begin(), queue_.end(), message));
     message->state = OutMessage::State::kActive;
-    connection->mark_used();
     // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
     std::uint8_t flags = message->wants_ack && connection->acks() ? kFlagAckRequested : 0;
+    // The first frame on a connection after writing on another: the peer drops what the
+    // others still bring (PeerState::reading_).
+    if (!connection->used() && wrote_data_.load(std::memory_order_relaxed) && connection->supersedes())
+      flags |= kFlagSupersedes;
+    connection->mark_used();
+    wrote_data_.store(true, std::memory_order_relaxed);
     const std::uint64_t chunk = connection->chunk_bytes();
     if (chunk > 0 && message->frame.payload_bytes > chunk) {
       message->chunked = true;

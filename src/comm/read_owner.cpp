@@ -54,7 +54,10 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Awaited* until, Later& la
         break;
     }
     Frame frame = reader_.take();
-    if (frame.header.kind == FrameKind::kHeartbeat) continue;  // liveness only: its bytes were counted
+    if (frame.header.kind == FrameKind::kHeartbeat) {
+      sink_.on_heartbeat(reader);
+      continue;
+    }
     if (frame.header.kind == FrameKind::kAck) {
       sink_.on_acks(frame, reader);
       continue;

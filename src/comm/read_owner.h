@@ -62,6 +62,8 @@ class ReadOwner {
     virtual void on_frame(Frame frame, Reader reader, Later& later) = 0;
     // An ACK frame: the peer acknowledges messages this side sent (CommOptions::ack).
     virtual void on_acks(const Frame& frame, Reader reader) = 0;
+    // A HEARTBEAT frame (liveness only; its bytes were counted).
+    virtual void on_heartbeat(Reader reader) = 0;
     // Under mu_: whether the inbound bound is reached (then reading pauses until resume()).
     virtual bool inbound_full() = 0;
     // The frame being read will not complete (the stream failed or was closed).
