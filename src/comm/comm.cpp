@@ -83,20 +83,18 @@ PeerState* Comm::Impl::find_peer(const Peer& peer) const {
 
 namespace {
 
-// The host a connection comes from, for the per-source bound: the remote address without its
-// port ("tcp 1.2.3.4:5 <-> 6.7.8.9:10" -> "6.7.8.9"); one source for same-host transports.
-std::string source_of(const std::string& description) {
-  const auto arrow = description.find(" <-> ");
-  if (arrow == std::string::npos) return "this host";
-  std::string remote = description.substr(arrow + 5);
-  return remote.substr(0, remote.rfind(':'));
+// The host a connection comes from, for the per-source bound; one source for same-host
+// transports.
+std::string source_of(const Connection& connection) {
+  std::string host = connection.peer_host();
+  return host.empty() ? "this host" : host;
 }
 
 }  // namespace
 
 void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
   auto connection = std::make_shared<Connection>(*this, std::move(stream));
-  evict_from_source(source_of(connection->describe()));
+  evict_from_source(source_of(*connection));
   evict_oldest_handshakes();
   handshaking.insert(connection);
   handshake_order.push_back(connection);
@@ -119,7 +117,7 @@ void Comm::Impl::evict_from_source(const std::string& source) {
   std::uint64_t pending = 0;
   for (const auto& weak : handshake_order) {
     auto c = weak.lock();
-    if (!c || !handshaking.count(c) || source_of(c->describe()) != source) continue;
+    if (!c || !handshaking.count(c) || source_of(*c) != source) continue;
     if (!oldest) oldest = c;
     ++pending;
   }

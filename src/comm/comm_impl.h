@@ -160,7 +160,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::uint64_t chunk_bytes() const { return chunk_bytes_; }
   static constexpr std::uint64_t kSameHostChunkBytes = 16ull << 20;
   bool zstd() const { return zstd_; }      // both sides listed "zstd" (and "chunks")
-  bool is_tcp() const { return transport_name() == "tcp"; }
+  const transport::Connection::Traits& traits() const { return traits_; }
   // The link's measured drain rate for bulk writes (bytes/s; 0 until measured), for
   // adaptive compression. Loop only.
   LinkRate& link_rate() { return link_rate_; }
@@ -175,10 +175,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool established() const { return established_; }
   bool auth_refused() const { return auth_refused_; }  // dialer: the cluster keys (or TLS names) do not match
   std::string describe() const { return stream_->describe(); }
-  std::string transport_name() const {
-    std::string d = describe();  // "shm ...", "unix ...", "tcp ..."
-    return d.substr(0, d.find(' '));
-  }
+  std::string peer_host() const { return stream_->peer_host(); }
   std::string_view payload_path() const { return stream_->payload_path(); }
   // Bytes this connection's writes handed over beyond recall (transport::Connection).
   std::uint64_t bytes_handed_over() const { return stream_->bytes_handed_over(); }
@@ -211,6 +208,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
 
   Comm::Impl& impl_;
   std::unique_ptr<transport::Connection> stream_;
+  const transport::Connection::Traits traits_;
   FrameReader reader_;
   ReadOwner reader_owner_;
   PeerState* peer_ = nullptr;

@@ -25,6 +25,7 @@ std::string new_connection_id() {
 Connection::Connection(Comm::Impl& impl, std::unique_ptr<transport::Connection> stream)
     : impl_(impl),
       stream_(std::move(stream)),
+      traits_(stream_->traits()),
       reader_(*stream_, impl.spec.comm),
       reader_owner_(impl, *stream_, reader_, *this) {
   reader_.set_handshake(true);  // until finish_handshake
@@ -72,9 +73,8 @@ void Connection::finish_handshake(std::optional<Error> error) {
   established_ = true;
   zstd_ = zstd_ && chunks_;  // compression travels in chunks only
   if (chunks_) {
-    const std::string transport = transport_name();
     chunk_bytes_ = impl_.spec.comm.chunk_bytes;
-    if (transport == "shm" || transport == "unix") chunk_bytes_ = std::max(chunk_bytes_, kSameHostChunkBytes);
+    if (traits_.same_host) chunk_bytes_ = std::max(chunk_bytes_, kSameHostChunkBytes);
   }
   reader_.set_extensions(chunks_, zstd_, supersede_, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");

@@ -10,7 +10,7 @@
 namespace wcomm {
 
 FrameReader::FrameReader(transport::Connection& connection, const CommConfig& limits)
-    : connection_(connection), limits_(limits), reads_ahead_(connection.reads_ahead()) {}
+    : connection_(connection), limits_(limits), reads_ahead_(connection.traits().reads_ahead) {}
 
 Error FrameReader::read_error(std::error_code ec, const char* what) const {
   const bool mid_frame = !between_frames();
@@ -126,7 +126,7 @@ std::size_t FrameReader::take_ahead(const std::vector<asio::mutable_buffer>& buf
 bool FrameReader::peek_worth_it() const {
   if (holds_bytes()) return false;
   if (reads_ahead_ && last_frame_bytes_ < kPeekAfterFrameBytes) return false;
-  return connection_.cheap_peek() || last_frame_bytes_ >= kPeekAfterFrameBytes;
+  return connection_.traits().cheap_peek || last_frame_bytes_ >= kPeekAfterFrameBytes;
 }
 
 // A peek at the next DATA frame usually holds its header and manifest whole: then they are

@@ -106,7 +106,7 @@ class FrameReader {
   std::size_t last_frame_bytes_ = 0;  // the last complete frame's head and payload (peek_worth_it)
   static constexpr std::size_t kPeekAfterFrameBytes = 16u << 10;
   std::array<std::uint8_t, 4096> head_peek_;
-  // Read ahead (transport::Connection::reads_ahead, after the handshake): [begin, end) of
+  // Read ahead (transport::Connection::Traits::reads_ahead, after the handshake): [begin, end) of
   // ahead_ is what was read and not yet taken by a stage. A stage smaller than ahead_ is
   // filled from one read into it; a larger one is read where it goes.
   const bool reads_ahead_;

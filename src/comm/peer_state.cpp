@@ -54,7 +54,7 @@ PeerState::PeerState(Comm::Impl& impl, Peer peer)
 PeerStats PeerState::stats() const {
   std::lock_guard lock(stats_mutex_);
   if (!stats_connection_) return {};
-  return {true, stats_connection_->transport_name(), std::string(stats_connection_->payload_path())};
+  return {true, std::string(stats_connection_->traits().name), std::string(stats_connection_->payload_path())};
 }
 
 void PeerState::refresh_stats() {

@@ -127,7 +127,7 @@ void PeerState::build_chunk(Unit& unit, Connection& connection) {
 bool PeerState::compress_chunk(Unit& unit, Connection& connection, const std::vector<asio::const_buffer>& payload,
                                std::uint64_t n) {
   OutMessage& m = *unit.message;
-  if (!connection.zstd() || !connection.is_tcp() || m.compress == Compression::kOff || m.incompressible) return false;
+  if (!connection.zstd() || !connection.traits().measures_link || m.compress == Compression::kOff || m.incompressible) return false;
   if (m.compress == Compression::kAuto) {
     const double link = connection.link_rate().bytes_per_second;
     if (link <= 0) return false;  // not measured yet: the first chunks measure it
@@ -199,7 +199,7 @@ void PeerState::on_unit_written(const std::shared_ptr<Unit>& unit) {
   auto& m = unit->message;
   if (!m->chunked) return finish_active({});
   m->payload_sent += unit->payload_advance;
-  if (active_connection_ && active_connection_->is_tcp())
+  if (active_connection_ && active_connection_->traits().measures_link)
     active_connection_->link_rate().sample(unit->total, Clock::now() - unit->started);
   if (m->payload_sent >= m->frame.payload_bytes) return finish_active({});
   // More to come: whatever is most urgent goes next (maybe this message again).

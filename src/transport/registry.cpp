@@ -20,6 +20,13 @@ const Transport* find_transport(std::string_view scheme) {
   return nullptr;
 }
 
+std::string remote_host_of(std::string_view description) {
+  const auto arrow = description.find(" <-> ");
+  if (arrow == std::string_view::npos) return {};
+  std::string_view remote = description.substr(arrow + 5);
+  return std::string(remote.substr(0, remote.rfind(':')));
+}
+
 namespace {
 std::string no_transport(const Address& address) {
   if (address.scheme == "ucx")

@@ -93,14 +93,22 @@ class SocketStream final : public Connection {
       return 0;
     }
   }
-  // A Unix stream socket's MSG_PEEK cost grows with what is queued (here the kernel's peek
-  // was 30% of the reader's time at 1 KiB messages, and unix ran at 0.66x tcp; reading header
-  // and manifest one by one, 1.1x); TCP's does not.
-  bool cheap_peek() const override { return !unix_; }
-  // A receive costs a system call, however little it takes: small frames are read several
-  // at a time (1 KiB messages over unix took five recvmsg each, reading header, manifest and
-  // payload one by one; tcp two, with its peek).
-  bool reads_ahead() const override { return true; }
+  Traits traits() const override {
+    Traits t;
+    t.name = unix_ ? "unix" : "tcp";
+    t.same_host = unix_;
+    t.measures_link = !unix_;
+    // A receive costs a system call, however little it takes: small frames are read several
+    // at a time (1 KiB messages over unix took five recvmsg each, reading header, manifest
+    // and payload one by one; tcp two, with its peek).
+    t.reads_ahead = true;
+    // A Unix stream socket's MSG_PEEK cost grows with what is queued (here the kernel's peek
+    // was 30% of the reader's time at 1 KiB messages, and unix ran at 0.66x tcp; reading
+    // header and manifest one by one, 1.1x); TCP's does not.
+    t.cheap_peek = !unix_;
+    return t;
+  }
+  std::string peer_host() const override { return unix_ ? std::string() : remote_host_of(description_); }
   void async_wait_readable(std::function<void(std::error_code)> handler) override {
     watch(false, std::move(handler));
   }
@@ -130,7 +138,7 @@ class SocketStream final : public Connection {
   std::string describe() const override { return description_; }
 
  private:
-  bool unix_ = false;  // an AF_UNIX stream (cheap_peek)
+  bool unix_ = false;  // an AF_UNIX stream (traits)
   // Writes what the kernel takes now; if that is not all, waits for the socket and goes on.
   // Like asio's operations, the handler never runs inside the call that started it.
   void transfer(std::vector<asio::const_buffer> buffers, std::size_t done, IoHandler handler, bool first) {

@@ -58,13 +58,30 @@ class Connection {
   // (no bytes, no end of the stream), known without a lock or a system call. A transport
   // that cannot tell so cheaply says true, and the read finds out.
   virtual bool maybe_readable() const { return true; }
-  // Whether the frame reader should read ahead: take what has arrived, up to a few KiB, in
-  // one read and cut frames from it (a socket: one system call for several small frames),
-  // rather than read each frame's parts where they go.
-  virtual bool reads_ahead() const { return false; }
-  // Whether a peek at the next frame's head is cheaper than reading header and manifest one
-  // by one (frame_reader.cpp): false where a peek's cost grows with what is queued.
-  virtual bool cheap_peek() const { return true; }
+
+  // What this connection is, for the choices comm makes about it (comm never parses
+  // describe()). Fixed for the connection's life.
+  struct Traits {
+    std::string_view name;  // "tcp", "tls", "unix", "shm", "ucx": for stats and logs only
+    // Its bytes never leave this machine (unix, shm): such a link moves a chunk in
+    // microseconds, so small chunks buy no responsiveness there (comm's chunk size).
+    bool same_host = false;
+    // A plain network socket whose writes drain at the link's rate: the writer may measure
+    // that rate and compress chunks when the link is slower than the compressor (tcp; not
+    // tls, where compression before encryption would reveal the content by its length).
+    bool measures_link = false;
+    // Whether the frame reader should read ahead: take what has arrived, up to a few KiB, in
+    // one read and cut frames from it (a socket: one system call for several small frames),
+    // rather than read each frame's parts where they go.
+    bool reads_ahead = false;
+    // Whether a peek at the next frame's head is cheaper than reading header and manifest one
+    // by one (frame_reader.cpp): false where a peek's cost grows with what is queued.
+    bool cheap_peek = true;
+  };
+  virtual Traits traits() const = 0;
+  // The host the peer connects from, for the bound on handshakes per source: the remote
+  // address without its port; empty for a same-host transport (one source: this host).
+  virtual std::string peer_host() const { return {}; }
 
   // Loop: calls handler once bytes have arrived, or the stream ended or failed (at once if
   // bytes are waiting). Consumes nothing.
@@ -165,6 +182,10 @@ class Transport {
   virtual std::shared_ptr<PendingDial> dial(asio::io_context& io, const Address& address, Clock::time_point deadline,
                                             const Options& options, DialHandler handler) const = 0;
 };
+
+// The remote host of a description "<scheme> <local> <-> <remote host>:<port>" (the form the
+// network transports write): for their peer_host().
+std::string remote_host_of(std::string_view description);
 
 // The transport serving an address's scheme (registry.cpp); nullptr if none does.
 const Transport* find_transport(std::string_view scheme);

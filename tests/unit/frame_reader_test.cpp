@@ -44,8 +44,6 @@ class ScriptedStream final : public transport::Connection {
     std::memcpy(data, bytes_.data() + pos_, n);
     return n;
   }
-  bool reads_ahead() const override { return ahead_; }
-  bool cheap_peek() const override { return true; }
 
   void async_write(std::vector<asio::const_buffer>, transport::IoHandler) override { std::abort(); }
   std::size_t try_write(const std::vector<asio::const_buffer>&, std::error_code&) override { std::abort(); }
@@ -56,6 +54,12 @@ class ScriptedStream final : public transport::Connection {
   void shutdown() override {}
   void close() override {}
   std::string describe() const override { return "scripted"; }
+  Traits traits() const override {
+    Traits t;
+    t.name = "scripted";
+    t.reads_ahead = ahead_;
+    return t;
+  }
 
  private:
   std::size_t available() const { return std::min(arrived, bytes_.size() - pos_); }

@@ -217,6 +217,12 @@ class ShmConnection final : public Connection {
     closed_ = true;
   }
   std::string describe() const override { return description_; }
+  Traits traits() const override {
+    Traits t;
+    t.name = "shm";
+    t.same_host = true;
+    return t;
+  }
   std::string_view payload_path() const override {
     return out_.consumer_reads_producer.load(std::memory_order_relaxed) ? "cma" : "ring";
   }

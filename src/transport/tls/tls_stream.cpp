@@ -210,6 +210,12 @@ class TlsStream final : public Connection {
     bio_state_.fd = -1;
   }
   std::string describe() const override { return description_; }
+  Traits traits() const override {
+    Traits t;
+    t.name = "tls";
+    return t;
+  }
+  std::string peer_host() const override { return remote_host_of(description_); }
 
   std::optional<std::string> peer_name_problem(std::string_view node_id) const override {
     std::lock_guard lock(mu_);

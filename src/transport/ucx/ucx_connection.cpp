@@ -110,6 +110,12 @@ class UcxConnection final : public Connection {
     // goes with the process's last ucx connection or listener.
   }
   std::string describe() const override { return description_; }
+  Traits traits() const override {
+    Traits t;
+    t.name = "ucx";
+    return t;
+  }
+  std::string peer_host() const override { return remote_host_of(description_); }
 
  private:
   // False (nothing sent) when windowed and the window is closed.
