@@ -298,7 +298,10 @@ class PeerState {
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
 
   void add_connection(std::shared_ptr<Connection> connection);
-  void on_connection_lost(Connection& connection, const Error& error, bool local);
+  // refused_tag: the connection ended because this side refused a DATA frame on that tag
+  // (FrameReader::refused_tag): error goes to the recv that would have received it.
+  void on_connection_lost(Connection& connection, const Error& error, bool local,
+                          std::optional<std::uint32_t> refused_tag = std::nullopt);
   // Loop: ends every established connection (Comm::drop_connections), as a local failure.
   void drop_connections(const Error& error);
   // A decoded message from connection `from` of this peer, read on the loop or not (then
@@ -307,6 +310,8 @@ class PeerState {
   bool deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop, Later& later);
   // The recv_into waiter a frame on tag is read into, if the next waiter is one; claimed.
   std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
+  // A claimed waiter whose frame was refused before it was read: waiting again, first in line.
+  void unclaim_into_waiter(const std::shared_ptr<RecvWaiter>& waiter);
   // Completes a claimed waiter: with its frame from `from` (false, and an error instead, when
   // `from` was superseded), or with an error (from: nullptr).
   bool complete_into_waiter(Connection* from, std::uint8_t flags, const std::shared_ptr<RecvWaiter>& waiter,
@@ -452,7 +457,11 @@ class PeerState {
   std::atomic<bool> any_paused_{false};
   // A recv_into was ever posted: until then a frame need not look for one (under the lock).
   std::atomic<bool> any_into_{false};
-  std::unordered_map<std::uint32_t, std::deque<Received>> inbox_;
+  // Per tag, in arrival order: messages, and the errors of frames this side refused.
+  std::unordered_map<std::uint32_t, std::deque<Result<Received>>> inbox_;
+  // A refused frame's error to the recv its frame would have reached: a recv_for reading in
+  // place or the first waiter on tag (returned: complete it), else queued in its place.
+  std::shared_ptr<RecvWaiter> route_refusal_locked(std::uint32_t tag, const Error& error);
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;
   std::uint64_t unreceived_messages_ = 0;

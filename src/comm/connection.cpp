@@ -358,8 +358,13 @@ Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<cons
   };
   auto decoded = decode_data_manifest(header, manifest, options);
   codec_lock.unlock();
+  if (!decoded) {
+    // The reader fails with this frame refused (FrameReader::refused_tag): its error goes to
+    // the recv it would have reached, this one, which waits again for it.
+    if (storage.into) peer_->unclaim_into_waiter(storage.into);
+    return decoded;
+  }
   if (storage.into) frames_into_[header.message_id] = IntoClaim{storage.into, std::move(storage.into_mismatch)};
-  if (!decoded) return decoded;  // the reader fails; abandon_frame completes `into`
   // Counted against the inbound bound while it is read (chunked messages may interleave).
   peer_->charge_partial(header.frame_bytes());
   partial_charge_.fetch_add(header.frame_bytes());
@@ -476,7 +481,7 @@ void Connection::fail(const Error& error, bool local) {
     return;
   }
   reader_owner_.close(error);
-  peer_->on_connection_lost(*this, error, local);
+  peer_->on_connection_lost(*this, error, local, local ? std::nullopt : reader_.refused_tag());
 }
 
 void Connection::send_close_and_stop() {

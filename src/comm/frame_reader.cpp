@@ -31,6 +31,11 @@ void FrameReader::fail(Error error) {
   if (!error_) error_ = std::move(error);
 }
 
+void FrameReader::refuse_data(std::uint32_t tag, Error error) {
+  if (!error_) refused_tag_ = tag;
+  fail(std::move(error));
+}
+
 FrameReader::Status FrameReader::read(const DecodeData& decode) {
   // Each stage reads what has arrived; one that cannot complete ends the call for now.
   while (!error_) {
@@ -144,7 +149,7 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
   auto decoded = decode(frame_.header, std::span<const std::uint8_t>(head_peek_.data() + kHeaderSize,
                                                                      frame_.header.manifest_size));
   if (!decoded) {
-    fail(decoded.error());
+    refuse_data(frame_.header.tag, decoded.error());
     return true;
   }
   frame_.data.emplace(std::move(decoded).value());
@@ -169,7 +174,15 @@ void FrameReader::read_segments_next(std::size_t head) {
 
 void FrameReader::on_header() {
   auto header = parse_header(header_bytes_, limits_);
-  if (!header) return fail(header.error());
+  if (!header) {
+    // A well-formed DATA header announcing more than the limits allow: that frame is refused.
+    const auto kind = static_cast<FrameKind>(header_bytes_[6]);
+    const std::uint32_t tag = std::uint32_t{header_bytes_[8]} << 24 | std::uint32_t{header_bytes_[9]} << 16 |
+                              std::uint32_t{header_bytes_[10]} << 8 | header_bytes_[11];
+    if (header.error().code == ErrorCode::kMessageTooLarge && kind == FrameKind::kData && !handshake_)
+      return refuse_data(tag, header.error());
+    return fail(header.error());
+  }
   frame_.header = header.value();
   if (frame_.header.kind == FrameKind::kChunk && !handshake_) return on_chunk_header();
   // A message_id names one message while it is open (its recv_into claim is keyed by it).
@@ -193,7 +206,7 @@ void FrameReader::on_header() {
 void FrameReader::on_manifest(const DecodeData& decode) {
   if (frame_.header.kind == FrameKind::kData) {
     auto decoded = decode(frame_.header, frame_.manifest);
-    if (!decoded) return fail(decoded.error());
+    if (!decoded) return refuse_data(frame_.header.tag, decoded.error());
     frame_.data.emplace(std::move(decoded).value());
     frame_.manifest.clear();
     if (frame_.header.flags & kFlagChunked) return open_chunked();

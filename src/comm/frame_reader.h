@@ -64,6 +64,11 @@ class FrameReader {
   void fail_with(Error error) { fail(std::move(error)); }
   const std::string& peer_name() const { return who_; }
   bool failed() const { return error_.has_value(); }
+  // After kFailed: the tag of the DATA frame the limits or its decoder refused (its header
+  // was read: it announced too large a frame, or its manifest did not decode). The failure
+  // belongs to that frame, and reaches the recv that would have received it
+  // (PeerState::on_connection_lost). None when the stream itself broke.
+  std::optional<std::uint32_t> refused_tag() const { return refused_tag_; }
   bool between_frames() const { return stage_ == Stage::kHeader && stage_bytes_ == 0; }
   // The peer answered with a TLS record where a frame header belongs (it has comm.tls and
   // this node has not): a retry would get the same answer.
@@ -114,6 +119,8 @@ class FrameReader {
   std::array<std::uint8_t, kAheadBytes> ahead_;
   std::size_t ahead_begin_ = 0, ahead_end_ = 0;
   std::optional<Error> error_;
+  std::optional<std::uint32_t> refused_tag_;
+  void refuse_data(std::uint32_t tag, Error error);
   std::atomic<std::uint64_t> bytes_read_{0};
   bool handshake_ = false;
   bool chunks_ = false, zstd_ = false, supersede_ = false;

@@ -41,11 +41,13 @@ std::optional<Result<Received>> PeerState::take_queued_locked(std::uint32_t tag)
   if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
   auto found = inbox_.find(tag);
   if (found != inbox_.end() && !found->second.empty()) {
-    Received message = std::move(found->second.front());
+    Result<Received> got = std::move(found->second.front());
     found->second.pop_front();
-    unreceived_messages_ -= 1;
-    unreceived_bytes_ -= message.wire_bytes;
-    return Result<Received>(std::move(message));
+    if (got.ok()) {
+      unreceived_messages_ -= 1;
+      unreceived_bytes_ -= got.value().wire_bytes;
+    }
+    return got;
   }
   if (unreported_error_) {
     Error error = std::move(*unreported_error_);
@@ -233,6 +235,32 @@ std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
   if (front->into.empty() || front->done) return nullptr;
   front->claimed = true;
   return front;
+}
+
+void PeerState::unclaim_into_waiter(const std::shared_ptr<RecvWaiter>& waiter) {
+  std::lock_guard lock(recv_mutex_);
+  waiter->claimed = false;
+}
+
+std::shared_ptr<RecvWaiter> PeerState::route_refusal_locked(std::uint32_t tag, const Error& error) {
+  if (direct_ && direct_->tag == tag) {
+    transport::ThreadWaker* waker = direct_->waker;  // (the slot is let go of when filled)
+    fill_direct_locked(error);
+    waker->wake();
+    return nullptr;
+  }
+  if (auto found = waiters_.find(tag); found != waiters_.end()) {
+    auto& queue = found->second;
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if ((*it)->done || (*it)->claimed) continue;
+      auto waiter = std::move(*it);
+      queue.erase(it);
+      waiter->done = true;
+      return waiter;
+    }
+  }
+  inbox_[tag].push_back(error);
+  return nullptr;
 }
 
 bool PeerState::accept_from_locked(Connection& from, std::uint8_t flags) {

@@ -572,7 +572,8 @@ void PeerState::send_heartbeat(Connection& connection) {
   connection.write({asio::buffer(frame)}, [](std::error_code) {});  // its completion pumps
 }
 
-void PeerState::on_connection_lost(Connection& connection, const Error& error, bool local) {
+void PeerState::on_connection_lost(Connection& connection, const Error& error, bool local,
+                                   std::optional<std::uint32_t> refused_tag) {
   auto it = std::find_if(connections_.begin(), connections_.end(), [&](auto& c) { return c.get() == &connection; });
   if (it == connections_.end()) return;
   auto keep_alive = *it;  // the connection may be running this very call
@@ -602,20 +603,28 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   // Messages not yet started stay queued for the next connection (dialed below); they fail
   // only if the peer cannot be reached again, or at their own timeout.
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
-  // (A recv's own timeout or cancel is not why the connection ended.)
-  const Error recv_error{error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
-                             ? ErrorCode::kConnectionClosed
-                             : error.code,
-                         error.message};
+  std::shared_ptr<RecvWaiter> refused_owner;
+  // (A recv's own timeout or cancel is not why the connection ended.) Recvs on other tags than
+  // a refused frame's learn that the connection ended, and why, in a ConnectionClosedError.
+  const Error recv_error =
+      refused_tag ? Error{ErrorCode::kConnectionClosed, "the connection to '" + peer_.node_id +
+                                                            "' ended: this side refused a frame on tag " +
+                                                            std::to_string(*refused_tag) + " (" + error.message + ")"}
+      : error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
+          ? Error{ErrorCode::kConnectionClosed, error.message}
+          : error;
   if (!local) {
-    // The peer went away: recvs waiting on it learn why.
+    // The peer went away: recvs waiting on it learn why. A frame this side refused (too large,
+    // bad data, an unknown type) fails the recv it would have reached, on its tag: the first
+    // waiting there, else the next to come (its error takes the frame's place in the FIFO).
     std::lock_guard lock(recv_mutex_);
+    if (refused_tag) refused_owner = route_refusal_locked(*refused_tag, error);
     const bool reading_in_place = direct_ != nullptr;
     waiting = take_waiters_locked(recv_error);
-    // A frame we had to refuse (bad data, unknown type) with nobody waiting must not vanish:
-    // the next recv on this peer that finds nothing queued reports it. The first such error
-    // is kept; later ones are counted and logged, never overwrite it.
-    if (waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
+    // A stream that broke with nobody waiting (a protocol error) must not vanish either: the
+    // next recv on this peer that finds nothing queued reports it. The first such error is
+    // kept; later ones are counted and logged, never overwrite it.
+    if (!refused_tag && waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
       if (!unreported_error_) {
         unreported_error_ = error;
       } else {
@@ -624,6 +633,10 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
                      impl_.spec.local.node_id, peer_.node_id, error.message);
       }
     }
+  }
+  if (refused_owner) {
+    refused_owner->timer.reset();
+    refused_owner->promise.complete(error);
   }
   for (auto& w : waiting) {
     w->timer.reset();
