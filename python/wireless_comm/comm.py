@@ -17,6 +17,7 @@ import dataclasses
 import logging
 import os
 import warnings
+import weakref
 from dataclasses import dataclass
 from typing import Any, AsyncIterator, Callable, Deque, Dict, Iterable, NamedTuple, Optional, Tuple
 
@@ -35,12 +36,23 @@ _DEFAULT_OPTIONS = CommOptions()
 # Latency: a sleeping asyncio loop costs a thread wake-up (tens of microseconds on a busy VM)
 # for each completion. So send() waits up to _SEND_SPIN_US (GIL released, spinning) for the C++
 # loop to write its message when no other send is in flight, and recv() waits up to
-# _RECV_SPIN_US for its message when no other callback is ready to run (GIL released, asleep
-# in poll() on the socket: the core's receive fast path reads the message on this thread),
-# before handing over to the eventfd. Other file descriptors of the loop wait at most that
-# long. 0 turns either off.
+# _RECV_SPIN_US for its message (GIL released, asleep in poll() on the socket: the core's
+# receive fast path reads the message on this thread), before handing over to the eventfd.
+# That wait blocks the event loop for at most the window, and only while it pays: a recv whose
+# message did not come within it turns the wait off for the next _RECV_SPIN_BACKOFF recvs of
+# this Comm (a slow peer, or many recvs waiting at once), then one tries again. 0 turns
+# either wait off.
 _SEND_SPIN_US = int(os.environ.get("WCOMM_SEND_SPIN_US", "50"))
 _RECV_SPIN_US = int(os.environ.get("WCOMM_RECV_SPIN_US", "200"))
+_RECV_SPIN_BACKOFF = 16
+
+
+def _on_ready_of(comm_ref: "weakref.ref[Comm]") -> None:
+    # The loop's reader holds the Comm weakly, so a Comm dropped without close() is collected
+    # (and closed by __del__) while the loop runs.
+    comm = comm_ref()
+    if comm is not None:
+        comm._on_ready()
 _TENSOR_MODES = {"auto": _core.TENSOR_AUTO, "torch": _core.TENSOR_TORCH, "numpy": _core.TENSOR_NUMPY}
 
 
@@ -229,8 +241,9 @@ class Comm:
         self._closed = False
         self._events: Deque[PeerEvent] = collections.deque(maxlen=1024)
         self._event_ready: Optional[asyncio.Future] = None
+        self._spin_skip = 0  # recvs left before the next one waits for its message again
         self._fd = self._core.fd()
-        loop.add_reader(self._fd, self._on_ready)
+        loop.add_reader(self._fd, _on_ready_of, weakref.ref(self))
         return self
 
     # -- directory -------------------------------------------------------------------------
@@ -344,10 +357,10 @@ class Comm:
                 return got
         fut = self._loop.create_future()
         waiter = self._adopt(key, fut, o.timeout) if self._abandoned else None
-        idle = not getattr(self._loop, "_ready", True)  # nothing else is ready to run
+        spin = self._spin_budget()
         if waiter is None:
-            op_id, ok, payload = self._core.recv(node_id, o.tag, o.timeout, self._tensor_mode,
-                                                 _RECV_SPIN_US if idle else 0)
+            op_id, ok, payload = self._core.recv(node_id, o.tag, o.timeout, self._tensor_mode, spin)
+            self._spin_paid(spin, not op_id)
             if not op_id:  # it came in time, read on this thread
                 if ok:
                     return payload
@@ -355,13 +368,27 @@ class Comm:
             waiter = _Waiter(fut, op_id, key, o.timeout)
             self._recv_ops[op_id] = waiter
             self._recv_keys[op_id] = key
-        elif _RECV_SPIN_US and idle and self._core.spin(_RECV_SPIN_US):
-            self._on_ready()  # a completion for the adopted op came in time
+        elif spin:
+            came = self._core.spin(spin)
+            self._spin_paid(spin, came)
+            if came:
+                self._on_ready()  # a completion for the adopted op came in time
         try:
             return await fut
         except asyncio.CancelledError:
             self._abandon(waiter)
             raise
+
+    def _spin_budget(self) -> int:
+        """How long (us) this recv may wait for its message on the asyncio thread."""
+        if self._spin_skip:
+            self._spin_skip -= 1
+            return 0
+        return _RECV_SPIN_US
+
+    def _spin_paid(self, spin: int, came: bool) -> None:
+        if spin and not came:
+            self._spin_skip = _RECV_SPIN_BACKOFF
 
     # -- peer events -------------------------------------------------------------------------
 
@@ -499,6 +526,8 @@ class Comm:
         await self.close()
 
     def __del__(self) -> None:
+        # Dropped without close(): the garbage collector closes it (the loop's reader holds it
+        # weakly), so its port, thread and descriptors are released.
         if getattr(self, "_closed", True):
             return
         warnings.warn(f"Comm {self._local.node_id!r} was not closed; call `await comm.close()`", ResourceWarning)
