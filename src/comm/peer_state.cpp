@@ -561,11 +561,18 @@ void PeerState::emit(PeerEvent::Kind kind, const std::string& reason) {
 }
 
 void PeerState::send_heartbeat(Connection& connection) {
-  if (closing() || active_ || !queue_.empty() || !streaming_.empty()) return;  // a frame is on its way: that says it
+  if (closing()) return;
+  // A frame on its way on this connection says that it lives; frames on another one do not:
+  // the peer judges each connection by what it reads there, and after simultaneous dials each
+  // side may send on a different one (the one it used first).
+  const bool frames_here =
+      active_connection_ == &connection || (!queue_.empty() && send_connection() == &connection) ||
+      std::any_of(streaming_.begin(), streaming_.end(), [&](const auto& m) { return m->stream_connection == &connection; });
+  if (frames_here) return;
   {
     std::lock_guard lock(inline_mutex_);  // waits out a caller's inline write
     if (posted_sends_ > 0) return;        // a caller's partial frame may be on its way to us
-    inline_connection_.reset();
+    if (inline_connection_.get() == &connection) inline_connection_.reset();
   }
   static const std::vector<std::uint8_t> frame = encode_control(FrameKind::kHeartbeat, {});
   if (connection.writing()) return refresh_inline();

@@ -69,6 +69,37 @@ TEST(CommSession, HeartbeatsKeepAnIdleConnectionUp) {
   EXPECT_GT(p.b->stats().wire_bytes_received, 0u);
 }
 
+TEST(CommSession, ASideBusySendingOnOneConnectionStillHeartbeatsOnAnother) {
+  // After simultaneous dials each side may send on a different connection (the one it used
+  // first), and the peer judges each connection by what it reads there. node-b here sends on
+  // one connection whose reader never reads (its writer stays busy), and must still heartbeat
+  // on the other: it skipped every heartbeat while a frame was on its way anywhere, so under
+  // a long transfer its peer declared the idle connection dead and moved, and the frames
+  // still on their way there were dropped (a mesh flood over ucx stalled in CI).
+  auto p = make_pair({}, fast_heartbeats());
+  const std::vector<std::string> features{"heartbeat=1", "incarnation=00000000000000cc"};  // node-a's: 3 s of silence allowed
+  RawClient sent_on(p.b->port());
+  raw_handshake(sent_on, features, "00000000000000000000000000000006");
+  auto first = p.b->send(Value("first"), p.b->peer("node-a"));  // node-b's first frame: this connection is its
+  ASSERT_TRUE(wait_result(std::move(first)).ok());
+  Value big(Bytes(std::string(64 << 20, 'x')));  // larger than the socket buffers
+  RawClient idle(p.b->port());
+  raw_handshake(idle, features, "00000000000000000000000000000007");
+  // Its write on `sent_on`, where nobody reads, never ends: a frame is on its way there.
+  auto stuck = p.b->send(std::move(big), p.b->peer("node-a"));
+  // Heartbeats keep coming on `idle` (every 0.05 s): without them the read waits out its 5 s.
+  for (int heartbeats = 0; heartbeats < 4; ++heartbeats) {
+    auto head = idle.read(kHeaderSize);
+    ASSERT_EQ(head.size(), kHeaderSize) << "heartbeats stopped on the idle connection after " << heartbeats;
+    auto header = parse_header(head.data(), CommConfig{});
+    ASSERT_TRUE(header.ok());
+    ASSERT_EQ(header.value().kind, FrameKind::kHeartbeat);
+    idle.read(header.value().manifest_size + header.value().payload_size);
+  }
+  EXPECT_FALSE(stuck.ready());
+  stuck.cancel();
+}
+
 TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
   auto p = make_pair({}, fast_heartbeats());
   auto waiting = p.b->recv(p.b->peer("node-a"));  // no timeout
