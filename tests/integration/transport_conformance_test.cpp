@@ -197,6 +197,29 @@ TEST_P(Conformance, A64MiBTensorArrivesWhole) {
   EXPECT_EQ(got.value.as<Dict>().items.at(0).second.as<Tensor>(), big);
 }
 
+// A send reported complete was delivered, even when its sender closes at once (a node that
+// answers and exits): over shm the reader used to drop a large payload it had copied whole
+// when the writer's close came between its claim and its look at the writer's give-up flag
+// (a Python node's reply failed "while reading the payload: Software caused connection abort").
+// The race is narrow: each round is a fresh pair, the reader blocked in its recv.
+TEST_P(Conformance, ASendThatCompletedIsDeliveredWhenItsSenderClosesAtOnce) {
+  Value payload(Bytes(std::string(1 << 20, 'p')));  // large: over shm a remote record
+  for (int round = 0; round < 30; ++round) {
+    SCOPED_TRACE("round " + std::to_string(round));
+    start_both();
+    wait_value(a_->send(Value("hello"), b_from_a()));  // connected
+    wait_value(b_->recv(a_from_b()));
+    auto got = b_->recv(a_from_b());
+    ASSERT_TRUE(wait_result(a_->send(payload, b_from_a())).ok());
+    a_->close();
+    auto r = wait_result(std::move(got));
+    ASSERT_TRUE(r.ok()) << r.error().message;
+    EXPECT_EQ(r.value().value, payload);
+    a_.reset();
+    b_.reset();
+  }
+}
+
 TEST_P(Conformance, ManySegmentsArriveInPlace) {
   start_both();
   List items;

@@ -114,15 +114,14 @@ class ShmConnection final : public Connection {
 
   bool maybe_readable() const override { return readable_now(); }
 
-  // A write whose remote records the reader has read is handed over even before step() sees
-  // it. With shutdown()'s `aborted` store before this tail load, and the reader's tail store
-  // before its `aborted` load (read_remote), both seq_cst: a reader that keeps the bytes is
-  // always seen here, and a writer that sees nothing had them voided.
+  // A write whose remote records the reader has claimed is handed over even before step()
+  // sees it. After shutdown() the claims can no longer move (remote_taken is void), so the
+  // answer is final: the reader kept exactly the records counted here (RingControl).
   std::uint64_t bytes_handed_over() const override {
     std::uint64_t n = Connection::bytes_handed_over();
     const std::uint64_t waiting = waiting_total_.load(std::memory_order_seq_cst);
-    if (waiting && out_.tail.load(std::memory_order_seq_cst) >= waiting_until_.load(std::memory_order_relaxed))
-      n += waiting;
+    const std::uint64_t taken = out_.remote_taken.load(std::memory_order_seq_cst) & ~kRemoteVoid;
+    if (waiting && taken >= waiting_until_.load(std::memory_order_relaxed)) n += waiting;
     return n;
   }
 
@@ -197,9 +196,10 @@ class ShmConnection final : public Connection {
 
   void shutdown() override {
     if (shut_.exchange(true)) return;
-    // The reader learns that nothing follows, and that memory a remote record named may be
-    // gone (a write abandoned part-way); the socket's end wakes anyone polling it.
-    out_.aborted.store(1, std::memory_order_seq_cst);
+    // The reader learns that nothing follows, and that remote records it has not claimed yet
+    // are void (a write abandoned part-way: their memory may go); the socket's end wakes
+    // anyone polling it.
+    out_.remote_taken.fetch_or(kRemoteVoid, std::memory_order_seq_cst);
     out_.closed.store(1, std::memory_order_seq_cst);
     ring_doorbell(e_->out_data.get());
     ::shutdown(e_->socket.get(), SHUT_RDWR);
@@ -304,7 +304,9 @@ class ShmConnection final : public Connection {
     std::error_code ec;
     // The reader's tail before we look: if it moves after this, we must not sleep.
     const std::uint64_t tail = out_.tail.load(std::memory_order_acquire);
-    const auto written = [&] { return w->done == w->total && out_.tail.load(std::memory_order_acquire) >= remote_end_; };
+    const auto written = [&] {
+      return w->done == w->total && (out_.remote_taken.load(std::memory_order_acquire) & ~kRemoteVoid) >= remote_end_;
+    };
     if (shut_) ec = asio::error::operation_aborted;
     else if (written()) {}  // the reader took all of it, even if it has gone since
     else if (peer_gone_ || in_.closed.load(std::memory_order_acquire)) ec = asio::error::connection_reset;
@@ -412,17 +414,18 @@ class ShmConnection final : public Connection {
     if (ec) return false;
     remote_address_ += n;
     record_left_ -= n;
+    // A writer that gave up the memory may have done so while we read it: unless this side
+    // claims the record first, what it copied is void (RingControl::remote_taken).
+    std::uint64_t seen = in_.remote_taken.load(std::memory_order_seq_cst);
+    do {
+      if (seen & kRemoteVoid) {
+        ec = asio::error::connection_aborted;
+        return false;
+      }
+    } while (record_left_ == 0 && !in_.remote_taken.compare_exchange_weak(seen, in_pos_, std::memory_order_seq_cst));
     if (record_left_ == 0) {
-      // The writer's memory is no longer needed: say so before looking at `aborted` (the
-      // writer's bytes_handed_over looks in the other order), so that bytes kept here are
-      // never bytes the writer reports not handed over.
-      done_ = in_pos_;
+      done_ = in_pos_;  // claimed: the writer's memory is no longer needed
       release_space();
-    }
-    // A writer that gave up the memory may have done so while we read it: those bytes are void.
-    if (in_.aborted.load(std::memory_order_seq_cst)) {
-      ec = asio::error::connection_aborted;
-      return false;
     }
     return true;
   }

@@ -11,11 +11,11 @@
 namespace wcomm::transport::shm {
 
 constexpr std::uint64_t kMagic = 0x31764d4853636d77ull;  // "wcmSHMv1"
-constexpr std::uint32_t kVersion = 1;
+constexpr std::uint32_t kVersion = 2;  // 2: remote records are claimed (RingControl::remote_taken)
 constexpr std::size_t kHeaderBytes = 4096;               // the rings start on the next page
 
-// One direction. The producer alone writes head, producer_sleeping (its own), closed and
-// aborted; the consumer side writes tail and consumer_sleepers. Sleeping follows Dekker:
+// One direction. The producer alone writes head, producer_sleeping (its own) and closed; the
+// consumer side writes tail and consumer_sleepers; both change remote_taken, by CAS. Sleeping follows Dekker:
 // count yourself in, fence, look again; the other side publishes, fences, then reads the
 // count and rings the eventfd only if someone sleeps. The data doorbell is level-triggered,
 // like a socket: it stays readable until a reader finds the ring empty (data_rung says a
@@ -28,9 +28,16 @@ struct alignas(64) RingControl {
   std::atomic<std::uint32_t> data_rung{0};
   alignas(64) std::atomic<std::uint32_t> producer_sleeping{0};
   std::atomic<std::uint32_t> closed{0};         // no more records after head
-  std::atomic<std::uint32_t> aborted{0};        // memory a remote record named may be gone
   std::atomic<std::uint32_t> consumer_reads_producer{0};  // cross-memory attach works this way
+  // Who had a remote record's bytes: the consumer, once it has copied one, claims it by
+  // storing the ring position after it; the producer, when it gives up its memory, sets
+  // kRemoteVoid. One word changed by CAS, so exactly one of them wins each record: a record
+  // claimed first was delivered (the producer counts it handed over, and any later give-up
+  // leaves it be); one voided first is not (the consumer drops what it copied, which may
+  // have been read from memory already gone). Two flags read crosswise let both win.
+  std::atomic<std::uint64_t> remote_taken{0};
 };
+constexpr std::uint64_t kRemoteVoid = 1ull << 63;
 
 static_assert(std::atomic<std::uint64_t>::is_always_lock_free);
 static_assert(std::atomic<std::uint32_t>::is_always_lock_free);
