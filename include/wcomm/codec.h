@@ -37,6 +37,10 @@ inline constexpr std::uint8_t kFlagChunked = 0x40;
 // DATA header flag ("supersede" feature): the sender has left every other connection to this
 // receiver; frames still arriving on those are older, and the receiver drops them.
 inline constexpr std::uint8_t kFlagSupersedes = 0x10;
+// DATA header flag ("retry-key" feature): the manifest has a fourth key, "retry_key" (an
+// unsigned integer the sending application chose); a receiver delivers one message per
+// (sender, retry_key) and acknowledges, unread, a repeat of one it delivered.
+inline constexpr std::uint8_t kFlagRetryKey = 0x08;
 // CHUNK header flag ("zstd" feature): the chunk's bytes are one zstd frame that decompresses
 // to the next bytes of the message's payload.
 inline constexpr std::uint8_t kFlagCompressed = 0x20;
@@ -84,6 +88,7 @@ struct CodecOptions {
   const CommConfig* limits = nullptr;         // nullptr: CommConfig's defaults
   const TypeRegistry* registry = nullptr;     // nullptr: no record / custom types
   SegmentAllocator allocate = {};             // empty: Buffer::allocate
+  std::optional<std::uint64_t> retry_key;     // encode_data: carried in the manifest (kFlagRetryKey)
 };
 
 // A DATA frame ready for one gather write: `head` holds header + manifest; `segments` view
@@ -109,6 +114,7 @@ struct DecodedData {
   Value root;
   Value piggypayload;
   std::vector<Buffer> segments;
+  std::optional<std::uint64_t> retry_key;  // a frame flagged kFlagRetryKey
 };
 // Errors: ProtocolError for anything malformed or inconsistent with the header,
 // MessageTooLargeError for limits, UnknownCodecError, UnsupportedPayloadError (pickle without

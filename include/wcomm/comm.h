@@ -50,6 +50,14 @@ struct CommOptions {
   bool ack = false;
   Priority priority = Priority::kAuto;        // send: see Priority
   Compression compress = Compression::kAuto;  // send: see Compression
+  // send: makes retrying safe after an unknown outcome (DeliveryUnknownError, or a sender
+  // that restarted): a wcomm peer delivers one message per retry key from this node and
+  // acknowledges a repeat of one it delivered without delivering it again. Choose a key per
+  // message (a request id); the peer remembers the last 16384 keys it delivered from this
+  // node, for its own life. A V0.1 peer cannot honour it: the send fails with
+  // UnsupportedPayloadError. Such a send goes through the loop; a recv_into gets its tensors
+  // by a copy.
+  std::optional<std::uint64_t> retry_key = {};
 };
 
 struct SendResult {
@@ -104,6 +112,9 @@ struct CommStats {
   // Errors no operation could be told of (a refused frame while nothing waited, when an
   // earlier such error was still unreported); each is also logged.
   std::uint64_t errors_without_waiter = 0;
+  // Repeats of messages delivered already with the same retry key (CommOptions::retry_key),
+  // dropped unread and acknowledged.
+  std::uint64_t duplicates_dropped = 0;
   // Chunked frames ("chunks" feature): messages sent in chunks, and CHUNK frames written.
   std::uint64_t messages_chunked = 0;
   std::uint64_t chunks_sent = 0;

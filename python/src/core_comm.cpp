@@ -55,7 +55,7 @@ CommOptions CoreComm::options(std::uint32_t tag, std::optional<double> timeout, 
 
 py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
                          std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack, int priority,
-                         int compress) {
+                         int compress, std::optional<std::uint64_t> retry_key) {
   if (priority < 0 || priority > 3) raise_error(ErrorCode::kInvalidArgument, "priority must be 0..3");
   if (compress < 0 || compress > 2) raise_error(ErrorCode::kInvalidArgument, "compress must be 0..2");
   const Peer& dst = comm_->peer(peer);
@@ -73,6 +73,7 @@ py::tuple CoreComm::send(py::handle obj, const std::string& peer, py::handle pig
     o.ack = ack;
     o.priority = static_cast<Priority>(priority);
     o.compress = static_cast<Compression>(compress);
+    o.retry_key = retry_key;
     future = comm_->send(std::move(value), dst, std::move(piggy), o);
     // The loop thread usually writes a small message within microseconds; catching that here
     // saves a trip through the completion queue and a wake-up of the asyncio loop.
@@ -203,6 +204,7 @@ py::dict CoreComm::stats() const {
   out["messages_read_by_receivers"] = s.messages_read_by_receivers;
   out["messages_read_busy_polling"] = s.messages_read_busy_polling;
   out["errors_without_waiter"] = s.errors_without_waiter;
+  out["duplicates_dropped"] = s.duplicates_dropped;
   out["messages_chunked"] = s.messages_chunked;
   out["chunks_sent"] = s.chunks_sent;
   out["compression_bytes_in"] = s.compression_bytes_in;

@@ -47,7 +47,7 @@ class CoreComm {
   // to be kept until the op's completion is drained.
   py::tuple send(py::handle obj, const std::string& peer, py::handle piggypayload, std::uint32_t tag,
                  std::optional<double> timeout, bool wait_for_capacity, int spin_us, bool ack = false,
-                 int priority = 0, int compress = 0);
+                 int priority = 0, int compress = 0, std::optional<std::uint64_t> retry_key = std::nullopt);
   // Starts a recv and waits up to wait_us (GIL released) for it; a recv with no timeout reads
   // its message on this thread meanwhile (the core's receive fast path), so the message
   // needs no wake-up of the asyncio loop. Returns (0, ok, payload) if it completed, payload as

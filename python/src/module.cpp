@@ -62,7 +62,7 @@ PYBIND11_MODULE(_core, m) {
       .def_property_readonly("addresses", &CoreComm::addresses)
       .def("send", &CoreComm::send, py::arg("obj"), py::arg("peer"), py::arg("piggypayload"), py::arg("tag"),
            py::arg("timeout"), py::arg("wait_for_capacity"), py::arg("spin_us"), py::arg("ack") = false,
-           py::arg("priority") = 0, py::arg("compress") = 0)
+           py::arg("priority") = 0, py::arg("compress") = 0, py::arg("retry_key") = py::none())
       .def("recv", &CoreComm::recv, py::arg("peer"), py::arg("tag"), py::arg("timeout"), py::arg("tensor_mode"),
            py::arg("wait_us"))
       .def("cancel", &CoreComm::cancel, py::arg("op_id"))

@@ -41,6 +41,7 @@ class Comm:
         ack: bool = False,
         priority: int = 0,
         compress: int = 0,
+        retry_key: Optional[int] = None,
     ) -> Tuple[int, Optional[List[Any]], Optional[Tuple[int, int]]]: ...
     def recv(
         self, peer: str, tag: int, timeout: Optional[float], tensor_mode: int, wait_us: int

@@ -320,7 +320,7 @@ class Comm:
         o = options or _DEFAULT_OPTIONS
         op_id, keep, done = self._core.send(object, dst.node_id, piggypayload, o.tag, o.timeout, o.wait_for_capacity,
                                             0 if self._sends else _SEND_SPIN_US, o.ack, o._priority_code(),
-                                            o._compress_code())
+                                            o._compress_code(), o.retry_key)
         if done is not None:
             return SendResult(*done)
         fut = self._loop.create_future()

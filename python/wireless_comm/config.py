@@ -71,7 +71,12 @@ class CommOptions:
     "bulk"), "high", "normal" or "bulk": a higher class goes out first, between the chunks of
     a large message; per (peer, tag) the order is always kept. compress (wcomm, send): None
     (adaptive: only when the link is slower than the compressor and a sample shrinks), True
-    (always tried) or False (never)."""
+    (always tried) or False (never).
+
+    retry_key (wcomm, send): an int in 0..2**64-1 that makes retrying safe after an unknown
+    outcome (DeliveryUnknownError): a wcomm peer delivers one message per retry key from this
+    node and acknowledges a repeat unread (it remembers the last 16384 keys). A V0.1 peer
+    cannot: such a send fails with UnsupportedPayloadError."""
 
     tag: int = 0
     timeout: Optional[float] = None
@@ -79,6 +84,7 @@ class CommOptions:
     ack: bool = False
     priority: str = "auto"
     compress: Optional[bool] = None
+    retry_key: Optional[int] = None
 
     def __post_init__(self) -> None:
         if not _is_int(self.tag) or not 0 <= self.tag <= _U32_MAX:
@@ -95,6 +101,8 @@ class CommOptions:
             raise ValueError(f"CommOptions.priority must be one of {', '.join(_PRIORITIES)}, got {self.priority!r}")
         if self.compress is not None and not isinstance(self.compress, bool):
             raise ValueError(f"CommOptions.compress must be None, True or False, got {self.compress!r}")
+        if self.retry_key is not None and (not _is_int(self.retry_key) or not 0 <= self.retry_key < 1 << 64):
+            raise ValueError(f"CommOptions.retry_key must be None or an int in 0..2**64-1, got {self.retry_key!r}")
 
     def _priority_code(self) -> int:
         return _PRIORITIES.index(self.priority)

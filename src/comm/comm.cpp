@@ -369,6 +369,7 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
     CodecOptions codec;
     codec.limits = &impl_->spec.comm;
     codec.registry = &impl_->registry;
+    codec.retry_key = options.retry_key;
     std::shared_lock lock(impl_->codec_mutex);
     auto encoded = encode_data(value, piggypayload, options.tag, id, codec);
     if (!encoded) return ready_future<SendResult>(encoded.error(), post);
@@ -540,6 +541,7 @@ CommStats Comm::stats() const {
                 get(s.wire_bytes_received),  get(s.bytes_copied),         get(s.connections_dialed),
                 get(s.connections_accepted), get(s.connections_rejected), get(s.messages_read_by_receivers),
                 get(s.messages_read_busy_polling), get(s.errors_without_waiter)};
+  out.duplicates_dropped = get(s.duplicates_dropped);
   out.messages_chunked = get(s.messages_chunked);
   out.chunks_sent = get(s.chunks_sent);
   out.compression_bytes_in = get(s.compression_bytes_in);

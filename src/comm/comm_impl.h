@@ -17,6 +17,7 @@
 #include <string>
 #include <thread>
 #include <unordered_map>
+#include <unordered_set>
 #include <utility>
 #include <vector>
 
@@ -144,6 +145,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   const std::string& peer_incarnation() const { return peer_incarnation_; }
   bool acks() const { return acks_; }  // both sides listed "ack"
   bool supersedes() const { return supersede_; }  // both sides listed "supersede"
+  bool retry_keys() const { return retry_keys_; }  // both sides listed "retry-key"
   // Whether the peer holds this connection established, so that what is written here is read
   // in order with what was written on its other connections (PeerState::reading_). A dialer
   // knows at HELLO_ACK; an acceptor once the dialer sent anything after it (with "supersede"
@@ -226,6 +228,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool acks_ = false;                       // negotiated
   bool chunks_ = false, zstd_ = false;      // negotiated
   bool supersede_ = false;                  // negotiated
+  bool retry_keys_ = false;                 // negotiated
   bool dialer_ = false;
   std::atomic<bool> peer_holds_it_{false};
   void peer_spoke();  // any frame read after the handshake: see peer_holds_it()
@@ -307,7 +310,9 @@ class PeerState {
   // A decoded message from connection `from` of this peer, read on the loop or not (then
   // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner). False: the
   // message was dropped, its connection superseded (accept_from_locked); nothing acks it.
-  bool deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop, Later& later);
+  // retry_key: a repeat of a message delivered with that key is dropped, and true (acked).
+  bool deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop, Later& later,
+               std::optional<std::uint64_t> retry_key = std::nullopt);
   // The recv_into waiter a frame on tag is read into, if the next waiter is one; claimed.
   std::shared_ptr<RecvWaiter> claim_into_waiter(std::uint32_t tag);
   // A claimed waiter whose frame was refused before it was read: waiting again, first in line.
@@ -462,6 +467,12 @@ class PeerState {
   // A refused frame's error to the recv its frame would have reached: a recv_for reading in
   // place or the first waiter on tag (returned: complete it), else queued in its place.
   std::shared_ptr<RecvWaiter> route_refusal_locked(std::uint32_t tag, const Error& error);
+  // The retry keys of the last kRetryKeyWindow messages delivered with one (under
+  // recv_mutex_): a repeat of one of them is dropped. Oldest first in retry_key_order_.
+  static constexpr std::size_t kRetryKeyWindow = 16384;
+  std::unordered_set<std::uint64_t> retry_keys_seen_;
+  std::deque<std::uint64_t> retry_key_order_;
+  bool seen_retry_key_locked(std::uint64_t key);  // false the first time (then remembered)
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::uint64_t unreceived_bytes_ = 0;
   std::uint64_t unreceived_messages_ = 0;
@@ -510,7 +521,7 @@ struct Comm::Impl {
     std::atomic<std::uint64_t> messages_sent{0}, messages_received{0}, wire_bytes_sent{0},
         wire_bytes_received{0}, bytes_copied{0}, connections_dialed{0}, connections_accepted{0},
         connections_rejected{0}, messages_read_by_receivers{0}, messages_read_busy_polling{0},
-        errors_without_waiter{0}, messages_chunked{0}, chunks_sent{0}, compression_bytes_in{0},
+        errors_without_waiter{0}, duplicates_dropped{0}, messages_chunked{0}, chunks_sent{0}, compression_bytes_in{0},
         compression_bytes_out{0}, compression_nanoseconds{0}, bytes_decompressed{0};
   } stats;
   // Loop only: the node-wide egress scheduler (off without egress_quantum_bytes), the chunk

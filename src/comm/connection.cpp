@@ -76,7 +76,7 @@ void Connection::finish_handshake(std::optional<Error> error) {
     chunk_bytes_ = impl_.spec.comm.chunk_bytes;
     if (traits_.same_host) chunk_bytes_ = std::max(chunk_bytes_, kSameHostChunkBytes);
   }
-  reader_.set_extensions(chunks_, zstd_, supersede_, &impl_.stats.bytes_decompressed);
+  reader_.set_extensions({chunks_, zstd_, supersede_, retry_keys_}, &impl_.stats.bytes_decompressed);
   reader_.set_peer_name("peer '" + peer_->peer().node_id + "'");
   // A keyed acceptor read the dialer's AUTH, sent after the dialer had the HELLO_ACK.
   if (dialer_ || keyed()) peer_holds_it_.store(true, std::memory_order_release);
@@ -99,6 +99,7 @@ std::vector<std::string> Connection::offered_features() const {
   out.push_back("incarnation=" + impl_.incarnation);
   out.push_back("ack");
   out.push_back("supersede");
+  out.push_back("retry-key");
   if (impl_.spec.comm.chunk_bytes > 0) {
     out.push_back("chunks");
     if (impl_.spec.comm.compression != "off") out.push_back("zstd");
@@ -113,6 +114,8 @@ void Connection::accept_features(const std::vector<std::string>& features) {
       acks_ = true;
     } else if (f == "supersede") {
       supersede_ = true;
+    } else if (f == "retry-key") {
+      retry_keys_ = true;
     } else if (f == "chunks") {
       chunks_ = impl_.spec.comm.chunk_bytes > 0;
     } else if (f == "zstd") {
@@ -325,13 +328,14 @@ void Connection::start_reading() {
 
 Result<DecodedData> Connection::decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) {
   // A pending recv_into on this tag takes the tensors straight into the caller's memory. It
-  // is claimed now (a cancel no longer takes it back), and completed by this frame.
+  // is claimed now (a cancel no longer takes it back), and completed by this frame. Not for a
+  // frame with a retry key: a repeat of a delivered message must not touch it (deliver copies).
   struct Storage {
     Comm::Impl& impl;
     std::shared_ptr<RecvWaiter> into;
     std::size_t next_into = 0;
     std::optional<std::string> into_mismatch;
-  } storage{impl_, peer_->claim_into_waiter(header.tag)};
+  } storage{impl_, header.flags & kFlagRetryKey ? nullptr : peer_->claim_into_waiter(header.tag)};
   CodecOptions options;
   options.limits = &impl_.spec.comm;
   options.registry = &impl_.registry;
@@ -403,7 +407,8 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
     else
       accepted = peer_->complete_into_waiter(this, header.flags, claim.waiter, std::move(message), by_loop, later);
   } else {
-    accepted = peer_->deliver(*this, header.flags, header.tag, std::move(message), by_loop, later);
+    accepted = peer_->deliver(*this, header.flags, header.tag, std::move(message), by_loop, later,
+                              frame.data->retry_key);
   }
   if (accepted && (header.flags & kFlagAckRequested)) {
     // Acknowledged once read whole (the sender's send completes then), on the loop.

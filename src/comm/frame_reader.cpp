@@ -141,7 +141,7 @@ bool FrameReader::take_head_from_peek(const DecodeData& decode) {
   const std::size_t got = connection_.try_peek(head_peek_.data(), head_peek_.size(), ec);
   if (got < kHeaderSize) return false;  // the stage-by-stage reads take it (and report ec)
   auto header = parse_header(head_peek_.data(), limits_);
-  if (!header || header.value().kind != FrameKind::kData || (header.value().flags & (kFlagChunked | kFlagSupersedes)) ||
+  if (!header || header.value().kind != FrameKind::kData || (header.value().flags & (kFlagChunked | kFlagSupersedes | kFlagRetryKey)) ||
       open_.count(header.value().message_id) || kHeaderSize + header.value().manifest_size > got)
     return false;
   frame_.header = header.value();
@@ -189,10 +189,12 @@ void FrameReader::on_header() {
   if (frame_.header.kind == FrameKind::kData && open_.count(frame_.header.message_id))
     return fail({ErrorCode::kProtocol, "a DATA frame reuses message_id " + std::to_string(frame_.header.message_id) +
                                            " of a chunked message still open"});
-  if ((frame_.header.flags & kFlagChunked) && !chunks_)
+  if ((frame_.header.flags & kFlagChunked) && !extensions_.chunks)
     return fail({ErrorCode::kProtocol, "a chunked DATA frame on a connection that did not negotiate \"chunks\""});
-  if ((frame_.header.flags & kFlagSupersedes) && !supersede_)
+  if ((frame_.header.flags & kFlagSupersedes) && !extensions_.supersede)
     return fail({ErrorCode::kProtocol, "a DATA frame flagged 0x10 on a connection that did not negotiate \"supersede\""});
+  if ((frame_.header.flags & kFlagRetryKey) && !extensions_.retry_keys)
+    return fail({ErrorCode::kProtocol, "a DATA frame flagged 0x08 on a connection that did not negotiate \"retry-key\""});
   if (handshake_ && (frame_.header.kind == FrameKind::kData || frame_.header.kind == FrameKind::kChunk))
     return fail({ErrorCode::kProtocol, "a DATA frame before the handshake completed"});
   if (handshake_ && frame_.header.manifest_size > kHandshakeManifestBytes)
@@ -238,8 +240,8 @@ void FrameReader::open_chunked() {
 
 void FrameReader::on_chunk_header() {
   const FrameHeader& h = frame_.header;
-  if (!chunks_) return fail({ErrorCode::kProtocol, "a CHUNK frame on a connection that did not negotiate \"chunks\""});
-  if ((h.flags & kFlagCompressed) && !zstd_)
+  if (!extensions_.chunks) return fail({ErrorCode::kProtocol, "a CHUNK frame on a connection that did not negotiate \"chunks\""});
+  if ((h.flags & kFlagCompressed) && !extensions_.zstd)
     return fail({ErrorCode::kProtocol, "a compressed CHUNK on a connection that did not negotiate \"zstd\""});
   if (h.manifest_size != 0 || h.segment_count != 0 || h.payload_size == 0)
     return fail({ErrorCode::kProtocol, "a CHUNK frame must have no manifest, no segments and some payload"});

@@ -40,12 +40,14 @@ class FrameReader {
   static constexpr std::uint32_t kHandshakeManifestBytes = 4096;
   void set_handshake(bool on) { handshake_ = on; }
   // Negotiated extensions: chunked DATA frames with CHUNK frames ("chunks"), compressed
-  // chunks ("zstd"), the supersede flag ("supersede"). Without them such frames are protocol
-  // errors. decompressed: counts the bytes decompressed (stats), may be null.
-  void set_extensions(bool chunks, bool zstd, bool supersede = false, std::atomic<std::uint64_t>* decompressed = nullptr) {
-    chunks_ = chunks;
-    zstd_ = zstd;
-    supersede_ = supersede;
+  // chunks ("zstd"), the supersede flag ("supersede"), retry keys ("retry-key"). Without them
+  // such frames are protocol errors.
+  struct Extensions {
+    bool chunks = false, zstd = false, supersede = false, retry_keys = false;
+  };
+  // decompressed: counts the bytes decompressed (stats), may be null.
+  void set_extensions(Extensions extensions, std::atomic<std::uint64_t>* decompressed = nullptr) {
+    extensions_ = extensions;
     decompressed_ = decompressed;
   }
   // At most this many chunked messages may be open (announced, not yet complete) at once.
@@ -123,7 +125,7 @@ class FrameReader {
   void refuse_data(std::uint32_t tag, Error error);
   std::atomic<std::uint64_t> bytes_read_{0};
   bool handshake_ = false;
-  bool chunks_ = false, zstd_ = false, supersede_ = false;
+  Extensions extensions_;
   // Chunked messages being reassembled, by message_id: the decoded frame (its storage is the
   // destination) and how much of its payload has come.
   struct OpenMessage {

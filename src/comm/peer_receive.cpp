@@ -297,12 +297,28 @@ bool PeerState::complete_into_waiter(Connection* from, std::uint8_t flags, const
   return accepted;
 }
 
+bool PeerState::seen_retry_key_locked(std::uint64_t key) {
+  if (!retry_keys_seen_.insert(key).second) return true;
+  retry_key_order_.push_back(key);
+  if (retry_key_order_.size() > kRetryKeyWindow) {
+    retry_keys_seen_.erase(retry_key_order_.front());
+    retry_key_order_.pop_front();
+  }
+  return false;
+}
+
 bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop,
-                        Later& later) {
+                        Later& later, std::optional<std::uint64_t> retry_key) {
   std::shared_ptr<RecvWaiter> waiter;
   {
     std::lock_guard lock(recv_mutex_);
     if (!accept_from_locked(from, flags)) return false;
+    // A repeat of a message delivered already (its sender retried after an unknown outcome):
+    // dropped, and acknowledged so that the retry completes.
+    if (retry_key && seen_retry_key_locked(*retry_key)) {
+      impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+      return true;
+    }
     // A recv_for reading in place came before every waiter on its tag. Whoever reads here
     // (its own thread, the loop it waited out, or another reader it could not displace),
     // its thread is not asleep on its waker: nobody to wake.

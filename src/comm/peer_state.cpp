@@ -83,12 +83,14 @@ std::vector<asio::const_buffer> OutMessage::gather() const {
 Future<SendResult> PeerState::send_from_caller(EncodedFrame frame, std::uint64_t id, Priority priority,
                                                const CommOptions& options) {
   std::unique_lock lock(inline_mutex_);
-  // (A send that wants an ACK goes through the loop, which knows whether the peer gives one;
-  // one that would be chunked too: once started here, it would have to be written whole.)
+  // (A send that wants an ACK, or has a retry key, goes through the loop, which knows whether
+  // the peer takes them; one that would be chunked too: once started here, it would have to
+  // be written whole.)
   const std::uint64_t chunk = impl_.spec.comm.chunk_bytes;
   std::uint64_t written = 0;
   std::shared_ptr<Connection> written_to;
-  if (inline_connection_ && posted_sends_ == 0 && !options.ack && (chunk == 0 || frame.payload_bytes <= chunk)) {
+  if (inline_connection_ && posted_sends_ == 0 && !options.ack && !options.retry_key &&
+      (chunk == 0 || frame.payload_bytes <= chunk)) {
     std::error_code ec;
     inline_connection_->mark_used();  // (already used, or the first ever: refresh_inline)
     wrote_data_.store(true, std::memory_order_relaxed);

@@ -55,6 +55,11 @@ void PeerState::pump_queue() {
   auto message = pick_next();
   if (!message) return;
   if (message->state == OutMessage::State::kQueued) {
+    if ((message->frame.head[7] & kFlagRetryKey) && !connection->retry_keys()) {
+      cancel_send(message, Error{ErrorCode::kUnsupportedPayload,
+                                 "peer '" + peer_.node_id + "' does not take retry keys (a V0.1 node): send without retry_key"});
+      return pump_queue();
+    }
     queue_.erase(std::find(queue_.begin(), queue_.end(), message));
     message->state = OutMessage::State::kActive;
     // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
@@ -73,7 +78,7 @@ void PeerState::pump_queue() {
       streaming_.push_back(message);
       impl_.stats.messages_chunked.fetch_add(1, std::memory_order_relaxed);
     }
-    message->frame.head[7] = flags;
+    message->frame.head[7] |= flags;  // (kFlagRetryKey is the encoder's)
   } else if (message->stream_connection != connection) {
     return;  // its connection is going away (on_connection_lost fails it)
   }

@@ -71,6 +71,7 @@ class ManifestDecoder {
     const msgpack::object* root = nullptr;
     const msgpack::object* piggy = nullptr;
     const msgpack::object* segments = nullptr;
+    const msgpack::object* retry_key = nullptr;
     for (std::uint32_t i = 0; i < top.via.map.size; ++i) {
       const auto& kv = top.via.map.ptr[i];
       if (kv.key.type != object_type::STR) malformed("DATA manifest keys must be str");
@@ -78,6 +79,7 @@ class ManifestDecoder {
       const msgpack::object** slot = key == "root" ? &root
                                      : key == "piggypayload" ? &piggy
                                      : key == "segments" ? &segments
+                                     : key == "retry_key" && (header_.flags & kFlagRetryKey) ? &retry_key
                                                          : nullptr;
       if (!slot) malformed("DATA manifest has an unknown key '" + std::string(key) + "'");
       if (*slot) malformed("DATA manifest repeats the key '" + std::string(key) + "'");
@@ -85,6 +87,8 @@ class ManifestDecoder {
     }
     if (!root) malformed("DATA manifest has no 'root'");
     if (!segments) malformed("DATA manifest has no 'segments'");
+    if ((header_.flags & kFlagRetryKey) && (!retry_key || retry_key->type != object_type::POSITIVE_INTEGER))
+      malformed("a DATA frame flagged for a retry key has no unsigned 'retry_key' in its manifest");
 
     read_segment_lengths(*segments);
     DecodedData out;
@@ -93,6 +97,7 @@ class ManifestDecoder {
       if (!segments_[i].seen) malformed("segment " + std::to_string(i) + " is not referenced by any node");
     out.segments = std::move(buffers_);
     if (piggy) out.piggypayload = piggypayload(*piggy);
+    if (retry_key) out.retry_key = retry_key->via.u64;
     return out;
   }
 
@@ -418,7 +423,8 @@ Result<DecodedData> decode_data_manifest(const FrameHeader& header, std::span<co
       malformed("manifest span of " + std::to_string(manifest.size()) + " bytes but the header declares " +
                 std::to_string(header.manifest_size));
     codec_detail::check_header_limits(header, codec_detail::limits_of(options));
-    if (auto small = codec_detail::decode_small_manifest(header, manifest, options)) return std::move(*small);
+    if (!(header.flags & kFlagRetryKey))
+      if (auto small = codec_detail::decode_small_manifest(header, manifest, options)) return std::move(*small);
     return codec_detail::decode_manifest_generally(header, manifest, options);
   });
 }

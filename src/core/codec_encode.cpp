@@ -226,7 +226,7 @@ void codec_detail::encode_manifest_generally(const Value& root, const Value& pig
   codec_detail::VectorSink sink{&frame.head};
   Packer p(sink);
 
-  p.pack_map(3);
+  p.pack_map(options.retry_key ? 4 : 3);
   pack_name(p, "root");
   NodeEncoder nodes(p, sink, options);
   nodes.node(root, 0);
@@ -248,6 +248,10 @@ void codec_detail::encode_manifest_generally(const Value& root, const Value& pig
   pack_name(p, "segments");
   p.pack_array(static_cast<std::uint32_t>(frame.segments.size()));
   for (const auto& s : frame.segments) p.pack_uint64(s.size());
+  if (options.retry_key) {
+    pack_name(p, "retry_key");
+    p.pack_uint64(*options.retry_key);
+  }
 }
 
 Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, std::uint32_t tag,
@@ -259,7 +263,7 @@ Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, s
     // one contiguous buffer without a copy.
     frame.head.reserve(256);  // a small message's whole head, in one allocation
     frame.head.resize(kHeaderSize);
-    if (!codec_detail::encode_small_manifest(root, piggypayload, options, frame))
+    if (options.retry_key || !codec_detail::encode_small_manifest(root, piggypayload, options, frame))
       codec_detail::encode_manifest_generally(root, piggypayload, options, frame);
 
     std::size_t manifest_size = frame.head.size() - kHeaderSize;
@@ -275,6 +279,7 @@ Result<EncodedFrame> encode_data(const Value& root, const Value& piggypayload, s
 
     FrameHeader h;
     h.kind = FrameKind::kData;
+    h.flags = options.retry_key ? kFlagRetryKey : 0;
     h.tag = tag;
     h.message_id = message_id;
     h.manifest_size = static_cast<std::uint32_t>(manifest_size);

@@ -78,7 +78,7 @@ Result<FrameHeader> parse_header(const std::uint8_t in[kHeaderSize], const CommC
       default: fail(ErrorCode::kProtocol, "unknown frame kind " + std::to_string(kind));
     }
     // Extension flags (negotiated; the reader refuses one a connection did not negotiate).
-    const std::uint8_t allowed = h.kind == FrameKind::kData    ? (kFlagAckRequested | kFlagChunked | kFlagSupersedes)
+    const std::uint8_t allowed = h.kind == FrameKind::kData    ? (kFlagAckRequested | kFlagChunked | kFlagSupersedes | kFlagRetryKey)
                                  : h.kind == FrameKind::kChunk ? kFlagCompressed
                                                                : 0;
     if ((in[7] & ~allowed) != 0)

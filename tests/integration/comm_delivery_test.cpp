@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "comm_fixture.h"
+#include "wcomm/codec.h"
 
 namespace wcomm::testing {
 namespace {
@@ -85,6 +86,55 @@ TEST(CommDelivery, OverTcpWithChunksACancelledSendIsDeliveredExactlyWhenReported
     if (!r.ok()) EXPECT_EQ(r.error().code, ErrorCode::kCancelled) << r.error().message;
     EXPECT_EQ(received(p, i), r.ok()) << "send " << i << ": " << (r.ok() ? "sent" : r.error().message);
   }
+}
+
+// CommOptions::retry_key: retrying after an unknown outcome is safe. The repeat of a message
+// delivered with a key is acknowledged (the retry completes) and never delivered again, while
+// it still waits unreceived and after it was received; other keys go through.
+class CommRetryKey : public ::testing::TestWithParam<const char*> {};
+
+TEST_P(CommRetryKey, ARepeatOfADeliveredMessageIsAcknowledgedAndNotDeliveredAgain) {
+  auto p = connected_pair({}, GetParam());
+  const Peer& b = p.a->peer("node-b");
+  const Peer& a = p.b->peer("node-a");
+  ASSERT_TRUE(wait_result(p.a->send(Value("first"), b, {}, {.tag = 3, .ack = true, .retry_key = 42})).ok());
+  // The retry: its outcome is "delivered" (acknowledged), the message is not there twice.
+  auto retry = wait_result(p.a->send(Value("first, again"), b, {}, {.tag = 3, .ack = true, .retry_key = 42}));
+  ASSERT_TRUE(retry.ok()) << retry.error().message;
+  ASSERT_TRUE(wait_result(p.a->send(Value("second"), b, {}, {.tag = 3, .retry_key = 43})).ok());
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 3})).value, Value("first"));
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 3})).value, Value("second"));
+  // Once received, a repeat is still dropped (without ack: nothing waits for it).
+  ASSERT_TRUE(wait_result(p.a->send(Value("second, again"), b, {}, {.tag = 3, .retry_key = 43})).ok());
+  ASSERT_TRUE(wait_result(p.a->send(Value("third"), b, {}, {.tag = 3})).ok());
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 3})).value, Value("third"));
+  EXPECT_EQ(p.b->stats().duplicates_dropped, 2u);
+}
+
+TEST_P(CommRetryKey, ARecvIntoGetsAKeyedMessageByACopy) {
+  auto p = connected_pair({}, GetParam());
+  std::vector<std::int32_t> values{1, 2, 3, 4}, into(4);
+  auto got = p.b->recv_into(p.b->peer("node-a"), {Tensor::borrow(into.data(), DType::kInt32, {4})}, {.tag = 4});
+  ASSERT_TRUE(wait_result(p.a->send(Value(Tensor::borrow(values.data(), DType::kInt32, {4})), p.a->peer("node-b"), {},
+                                    {.tag = 4, .retry_key = 7}))
+                  .ok());
+  ASSERT_TRUE(wait_result(std::move(got)).ok());
+  EXPECT_EQ(into, values);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CommRetryKey, ::testing::Values("tcp", "unix", "shm"),
+                         [](const auto& info) { return std::string(info.param); });
+
+TEST(CommRetryKeyV01, AV01PeerCannotHonourARetryKeyAndTheSendSaysSo) {
+  auto p = make_pair();
+  RawClient raw(p.b->port());  // a V0.1 "node-a": no features
+  ASSERT_TRUE(raw.connected());
+  raw.write(encode_control(FrameKind::kHello, {"node-a", "00000000000000000000000000000009", {}}));
+  raw.read(kHeaderSize);  // HELLO_ACK's header: node-b holds the connection
+  auto r = wait_result(p.b->send(Value("x"), p.b->peer("node-a"), {}, {.retry_key = 1}));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kUnsupportedPayload);
+  EXPECT_NE(r.error().message.find("retry keys"), std::string::npos) << r.error().message;
 }
 
 TEST(CommDeadlines, ATimeoutTooLongForTheClockWaitsAndANaNOneIsRefused) {

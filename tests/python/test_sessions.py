@@ -65,3 +65,25 @@ def test_an_acked_send_completes_once_the_peer_has_read_it():
 def test_ack_must_be_a_bool():
     with pytest.raises(ValueError, match="ack"):
         CommOptions(ack=1)
+
+
+def test_a_retried_send_with_the_same_retry_key_is_delivered_once():
+    async def main():
+        a, b = await make_pair()
+        keyed = CommOptions(tag=2, ack=True, retry_key=2**64 - 1)
+        await a.send("once", a.peer("node-b"), options=keyed)
+        await a.send("once, retried", a.peer("node-b"), options=keyed)  # acknowledged, not delivered
+        await a.send("next", a.peer("node-b"), options=CommOptions(tag=2, retry_key=0))
+        assert await b.recv(b.peer("node-a"), CommOptions(tag=2)) == ("once", None)
+        assert await b.recv(b.peer("node-a"), CommOptions(tag=2)) == ("next", None)
+        assert b.stats()["duplicates_dropped"] == 1
+        await a.close()
+        await b.close()
+
+    run(main())
+
+
+@pytest.mark.parametrize("key", [-1, 2**64, 1.5, "7"])
+def test_retry_key_must_be_an_unsigned_64_bit_int(key):
+    with pytest.raises(ValueError, match="retry_key"):
+        CommOptions(retry_key=key)

@@ -60,3 +60,37 @@ TEST(WireExtensions, MalformedAcksAreProtocolErrors) {
 
 }  // namespace
 }  // namespace wcomm
+
+namespace wcomm {
+namespace {
+
+// "retry-key": DATA flag 0x08 and a fourth manifest key, "retry_key"; without the flag the
+// frame is byte for byte what V0.1 would write.
+TEST(WireExtensions, ARetryKeyTravelsInTheManifestUnderItsFlag) {
+  CodecOptions with;
+  with.retry_key = (1ull << 63) + 9;
+  auto keyed = encode_data(Value(Bytes(std::string(8, 'k'))), Value(), 5, 1, with);
+  ASSERT_TRUE(keyed.ok()) << keyed.error().message;
+  const FrameHeader h = header_of(keyed.value().head);
+  EXPECT_EQ(h.flags, kFlagRetryKey);
+  auto decoded = decode_data_manifest(h, std::span<const std::uint8_t>(keyed.value().head).subspan(kHeaderSize));
+  ASSERT_TRUE(decoded.ok()) << decoded.error().message;
+  EXPECT_EQ(decoded.value().retry_key, with.retry_key);
+  EXPECT_TRUE(decoded.value().root.is<Bytes>());  // (its segment allocated, not yet read)
+
+  auto plain = encode_data(Value(Bytes(std::string(8, 'k'))), Value(), 5, 1);
+  ASSERT_TRUE(plain.ok());
+  EXPECT_EQ(header_of(plain.value().head).flags, 0);
+  // The key without its flag, or the flag without its key, is malformed.
+  FrameHeader unflagged = h;
+  unflagged.flags = 0;
+  EXPECT_FALSE(decode_data_manifest(unflagged, std::span<const std::uint8_t>(keyed.value().head).subspan(kHeaderSize)).ok());
+  FrameHeader flagged = header_of(plain.value().head);
+  flagged.flags = kFlagRetryKey;
+  auto missing = decode_data_manifest(flagged, std::span<const std::uint8_t>(plain.value().head).subspan(kHeaderSize));
+  ASSERT_FALSE(missing.ok());
+  EXPECT_NE(missing.error().message.find("retry_key"), std::string::npos) << missing.error().message;
+}
+
+}  // namespace
+}  // namespace wcomm
