@@ -420,7 +420,7 @@ void RecvWaiter::cancel() {
 void RecvWaiter::callback_set() {
   // A parked recv is read by the thread that waits for it, or by the loop; with a callback no
   // thread waits, and the loop may be standing down for another recv's reader.
-  if (!from_caller || !peer->loop_stands_down()) return;
+  if (!peer->loop_stands_down()) return;
   run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<RecvWaiter>&) { state->read_soon(); });
 }
 
@@ -436,7 +436,6 @@ std::shared_ptr<RecvWaiter> RecvWaiter::make(const std::shared_ptr<Comm::Impl>& 
 }
 
 void RecvWaiter::help(Clock::time_point deadline) {
-  if (!from_caller) return;  // a recv with a timer is the loop's
   auto impl = comm.lock();   // keeps the Comm's insides there while this thread reads
   if (impl && !impl->closed.load()) peer->help_recv(shared_from_this(), deadline);
 }

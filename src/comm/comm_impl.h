@@ -88,15 +88,17 @@ struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> 
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
-  // Parked by the caller's thread (no timer): any thread may complete it.
-  // Others have loop-only parts and are completed on the loop.
-  bool from_caller = false;
+  // It has a timeout: its timer lives on the loop (made by arm_recv, reset there). Whoever
+  // completes it, the loop or a reading caller's thread, the route is the same; a caller's
+  // thread only hands the timer's reset to the loop. Set before the waiter is shared.
+  bool timed = false;
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;
   void cancel() override;
-  // A thread blocked on a parked recv reads the message itself (PeerState::help_recv).
+  // A thread blocked on a recv reads the message itself (PeerState::help_recv), with or
+  // without a timeout: the timer ends the recv at its deadline whoever reads.
   void help(Clock::time_point deadline) override;
-  void callback_set() override;  // then() on a parked recv: the loop must read for it
+  void callback_set() override;  // then(): nobody waits, so the loop must read for it
   static std::shared_ptr<RecvWaiter> make(const std::shared_ptr<Comm::Impl>& owner, PeerState* state,
                                           std::uint32_t tag, std::vector<Tensor> into);
 };

@@ -81,9 +81,9 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // once and under the lock, whatever the recv. A connection lost after recv() returned then
   // fails it (parked later by the loop, it could come after the loss had been handled and
   // wait for a reconnect), and a recv without a timeout needs no hop to the loop (whose
-  // wake-up would cost a context switch on every recv).
+  // wake-up would cost a context switch on every recv). A timeout adds only its timer there.
   const bool loop_parts = timeout.has_value();
-  waiter->from_caller = !loop_parts;
+  waiter->timed = loop_parts;
   if (!waiter->into.empty()) any_into_.store(true, std::memory_order_relaxed);
   std::optional<Result<Received>> taken;
   {
@@ -94,7 +94,7 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   }
   if (taken) return finish_taken(*waiter, std::move(*taken));
   if (!loop_parts) return;
-  // A timer, and the loop's reading for a recv no thread reads for, belong to the loop.
+  // The timer belongs to the loop.
   const Clock::time_point deadline = deadline_of(timeout);
   if (!impl_.post([this, waiter, deadline, timeout] { arm_recv(waiter, deadline, timeout); }))
     cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
@@ -136,7 +136,7 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
     else if (!first_in_line) taken = take_queued_locked(tag);  // (first in line: nothing came)
     if (!taken && Clock::now() >= timeout_at) taken = Result<Received>(timeout_error("recv", peer_, *timeout));
     if (!taken) {
-      waiter->from_caller = !timeout;
+      waiter->timed = timeout.has_value();
       auto& queue = waiters_[tag];
       if (first_in_line) queue.push_front(waiter); else queue.push_back(waiter);
     }
@@ -171,7 +171,8 @@ void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_
       if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
     });
   }
-  read_soon();
+  // Nothing more: who reads for it is decided as for a recv without a timeout (the thread
+  // that waits for it, or the loop once a callback is set or nobody stands down for a reader).
 }
 
 void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
@@ -357,8 +358,8 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
 // Called by a connection's reader, in arrival order. On the loop a waiter completes at once
 // (its callback held in `later` until the reader lets go of the reading), unless completions
 // a caller handed over are still pending: then behind them. On a caller's thread the result
-// is set at once where the waiter allows it, but callbacks and timers belong to the loop, so
-// they go there, in order.
+// is set at once, but callbacks and timers belong to the loop: callbacks go there in order,
+// and a timed waiter's timer is reset there (its handler finds the waiter done meanwhile).
 void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop,
                               Later* later) {
   if (by_loop && deferred_completions_.load() == 0) {
@@ -366,7 +367,7 @@ void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Receive
     if (!later) return (void)waiter->promise.complete(std::move(result));
     waiter->promise.complete_deferring_callback(std::move(result),
                                                 [later](std::function<void()> fn) { later->push_back(std::move(fn)); });
-  } else if (by_loop || !waiter->from_caller) {
+  } else if (by_loop) {
     post_in_order([waiter, result = std::move(result)]() mutable {
       waiter->timer.reset();
       waiter->promise.complete(std::move(result));
@@ -374,6 +375,7 @@ void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Receive
   } else {
     waiter->promise.complete_deferring_callback(std::move(result),
                                                 [this](std::function<void()> fn) { post_in_order(std::move(fn)); });
+    if (waiter->timed) impl_.post([waiter] { waiter->timer.reset(); });
   }
 }
 

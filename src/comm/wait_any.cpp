@@ -35,8 +35,8 @@ std::optional<std::size_t> Comm::wait_any(std::span<const Future<Received>> recv
     if (!operation && recvs[i].ready()) return first_ready();  // done: its operation is dropped then
     if (!waiter || waiter->comm.lock() != impl_)
       throw InvalidArgumentError("wait_any: recv " + std::to_string(i) + " is not a recv of this Comm");
-    // A recv with a timer is the loop's to complete (RecvWaiter::help); so are all on a closed Comm.
-    auto connection = waiter->from_caller && !impl_->closed.load() ? waiter->peer->connection_to_help(*waiter) : nullptr;
+    // Every recv is read where it waits (RecvWaiter::help), but on a closed Comm.
+    auto connection = !impl_->closed.load() ? waiter->peer->connection_to_help(*waiter) : nullptr;
     parts.push_back({connection ? &connection->reader_owner() : nullptr, &waiter->promise});
     waiters.push_back(std::move(waiter));
     connections.push_back(std::move(connection));

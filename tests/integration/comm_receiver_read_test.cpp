@@ -25,6 +25,27 @@ TEST(CommReceiverRead, BlockedRecvReadsItsOwnMessage) {
   EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 1);
 }
 
+TEST(CommReceiverRead, ABlockedRecvWithATimeoutReadsItsOwnMessageAndItsTimeoutStillEndsIt) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  const auto before = p.b->stats().messages_read_by_receivers;
+  auto got = on_blocked_thread([&] { return p.b->recv(a, {.tag = 2, .timeout = Seconds(10)}).get(); });
+  wait_value(p.a->send(Value("timed"), p.a->peer("node-b"), {}, {.tag = 2}));
+  ASSERT_EQ(got.wait_for(10s), std::future_status::ready);
+  EXPECT_EQ(got.get().value, Value("timed"));
+  EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 1);
+  // The thread that waits reads until the recv's own deadline, which ends it.
+  const auto started = std::chrono::steady_clock::now();
+  auto late = p.b->recv(a, {.tag = 2, .timeout = Seconds(0.2)});
+  auto r = wait_result(std::move(late));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout);
+  EXPECT_GE(std::chrono::steady_clock::now() - started, 200ms);
+  // Nothing was lost: the next message goes to the next recv.
+  wait_value(p.a->send(Value("next"), p.a->peer("node-b"), {}, {.tag = 2}));
+  EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 2, .timeout = Seconds(10)})).value, Value("next"));
+}
+
 TEST(CommReceiverRead, BlockedRecvIntoReadsItsOwnMessageIntoItsTensor) {
   for (const std::string transport : {"tcp", "shm"}) {
     SCOPED_TRACE(transport);
@@ -39,12 +60,16 @@ TEST(CommReceiverRead, BlockedRecvIntoReadsItsOwnMessageIntoItsTensor) {
     EXPECT_EQ(into.data_as<std::int32_t>()[999], 42);
     EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 1);
     EXPECT_EQ(p.b->stats().bytes_copied, 0u);  // read straight into `into`
-    // With a timeout the recv_into is the loop's (its timer lives there): not counted.
+    // With a timeout the route is the same: the waiting thread reads (it used to be the
+    // loop's, the timeout changing the route); only its timer lives on the loop.
+    t.data_as<std::int32_t>()[999] = 43;
     auto timed = on_blocked_thread(
         [&] { return p.b->recv_into(p.b->peer("node-a"), {into}, {.timeout = Seconds(10)}).get(); });
     wait_value(p.a->send(Dict{{"t", t}}, p.a->peer("node-b")));
     ASSERT_EQ(timed.wait_for(10s), std::future_status::ready);
-    EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 1);
+    EXPECT_EQ(into.data_as<std::int32_t>()[999], 43);
+    EXPECT_EQ(p.b->stats().messages_read_by_receivers, before + 2);
+    EXPECT_EQ(p.b->stats().bytes_copied, 0u);
   }
 }
 

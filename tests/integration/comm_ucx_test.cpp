@@ -38,7 +38,7 @@ class UcxEchoPeer {
 
 // Default heartbeats (2 s): a killed peer is seen through UCX's endpoint error, and a loaded
 // machine's 64 MiB echo is not mistaken for a dead peer.
-CommConfig big_messages() {
+CommConfig ucx_big_messages() {
   CommConfig c;
   c.max_message_bytes = c.max_peer_queued_bytes = 256ull << 20;
   return c;
@@ -58,7 +58,7 @@ Value echo(Comm& comm, const Peer& b, const Value& v) {
 TEST(CommUcx, TensorsUpTo64MiBMakeTheRoundTripAndStatsNameUcx) {
   UcxEchoPeer peer;
   peer.start();
-  auto a = Comm::create({peer.a(), {peer.b()}, "", big_messages()});
+  auto a = Comm::create({peer.a(), {peer.b()}, "", ucx_big_messages()});
   const Peer& b = a->peer("node-b");
   EXPECT_EQ(echo(*a, b, Value("hello")), Value("hello"));
   for (std::int64_t elements : {1ll, 1000ll, 16ll << 20}) {  // the last is 64 MiB of int32
@@ -74,7 +74,7 @@ TEST(CommUcx, TensorsUpTo64MiBMakeTheRoundTripAndStatsNameUcx) {
 TEST(CommUcx, AKilledPeerFailsAWaitingRecvWithATypedErrorAndIsReachedAgainAfterItsRestart) {
   UcxEchoPeer peer;
   peer.start();
-  auto a = Comm::create({peer.a(), {peer.b()}, "", big_messages()});
+  auto a = Comm::create({peer.a(), {peer.b()}, "", ucx_big_messages()});
   const Peer& b = a->peer("node-b");
   EXPECT_EQ(echo(*a, b, Value(1)), Value(1));
   auto waiting = a->recv(b, {.tag = 2});  // no timeout: only the peer's end can end it
