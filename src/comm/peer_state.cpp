@@ -588,12 +588,13 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
   {
+    // (paused_ is shared with readers on callers' threads, who pause for the inbound bound.)
     std::lock_guard lock(recv_mutex_);
     std::erase(reading_, &connection);
+    std::erase(paused_, keep_alive);
   }
   refresh_caller_read();
   refresh_stats();
-  paused_.erase(std::remove(paused_.begin(), paused_.end(), keep_alive), paused_.end());
   if (active_connection_ == &connection) {
     // A partly written frame cannot be resumed: that message fails, with the reason. Complete
     // it now rather than when the aborted write's handler runs (finish_active is idempotent
