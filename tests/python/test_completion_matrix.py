@@ -9,6 +9,7 @@ an operation that hangs or blocks the loop, and nothing finer."""
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import time
 
 import pytest
@@ -30,10 +31,26 @@ async def _pair(transport: str):
     return a, b
 
 
-async def _busy(stop: asyncio.Event) -> None:
-    # Keeps the loop's ready queue non-empty: every iteration has another callback to run.
-    while not stop.is_set():
-        await asyncio.sleep(0)
+@contextlib.asynccontextmanager
+async def _pair_on_a_loop(transport: str, busy: bool):
+    """node-a and node-b; with busy, a task keeps the loop's ready queue non-empty (every
+    iteration has another callback to run) until both are closed."""
+    a, b = await _pair(transport)
+    stop = asyncio.Event()
+
+    async def spin() -> None:
+        while not stop.is_set():
+            await asyncio.sleep(0)
+
+    spinner = asyncio.create_task(spin()) if busy else None
+    try:
+        yield a, b
+    finally:
+        stop.set()
+        if spinner:
+            await spinner
+        await a.close()
+        await b.close()
 
 
 async def _await(style: str, make):
@@ -60,10 +77,7 @@ async def _await(style: str, make):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_send_and_recv_complete_however_they_are_awaited(transport, busy):
     async def main():
-        a, b = await _pair(transport)
-        stop = asyncio.Event()
-        spinner = asyncio.create_task(_busy(stop)) if busy else None
-        try:
+        async with _pair_on_a_loop(transport, busy) as (a, b):
             for i, style in enumerate(STYLES):
                 # recv first (it waits), then the send that completes it.
                 started = time.monotonic()
@@ -72,12 +86,6 @@ def test_send_and_recv_complete_however_they_are_awaited(transport, busy):
                 assert sent.wire_bytes > 0
                 assert await asyncio.wait_for(recv, LIMIT_S) == ({"i": i}, None), style
                 assert time.monotonic() - started < LIMIT_S
-        finally:
-            stop.set()
-            if spinner:
-                await spinner
-            await a.close()
-            await b.close()
 
     run(main())
 
@@ -87,11 +95,8 @@ def test_send_and_recv_complete_however_they_are_awaited(transport, busy):
 @pytest.mark.parametrize("transport", TRANSPORTS)
 def test_a_recv_given_up_ends_on_time_and_loses_no_message(transport, how, busy):
     async def main():
-        a, b = await _pair(transport)
-        src = b.peer("node-a")
-        stop = asyncio.Event()
-        spinner = asyncio.create_task(_busy(stop)) if busy else None
-        try:
+        async with _pair_on_a_loop(transport, busy) as (a, b):
+            src = b.peer("node-a")
             await a.send("connect", a.peer("node-b"), options=CommOptions(tag=1))
             assert await b.recv(src, CommOptions(tag=1)) == ("connect", None)
             started = time.monotonic()
@@ -122,12 +127,6 @@ def test_a_recv_given_up_ends_on_time_and_loses_no_message(transport, how, busy)
             assert await asyncio.wait_for(b.recv(src, CommOptions(tag=5)), LIMIT_S) == ("after", None)
             await a.send("next", a.peer("node-b"), options=CommOptions(tag=5))
             assert await asyncio.wait_for(b.recv(src, CommOptions(tag=5)), LIMIT_S) == ("next", None)
-        finally:
-            stop.set()
-            if spinner:
-                await spinner
-            await a.close()
-            await b.close()
 
     run(main())
 
