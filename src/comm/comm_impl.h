@@ -27,6 +27,7 @@
 #include "comm/egress.h"
 #include "comm/egress_scheduler.h"
 #include "comm/frame_reader.h"
+#include "comm/inbox.h"
 #include "comm/read_owner.h"
 #include "core/operation.h"
 #include "transport/thread_waker.h"
@@ -149,7 +150,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool supersedes() const { return supersede_; }  // both sides listed "supersede"
   bool retry_keys() const { return retry_keys_; }  // both sides listed "retry-key"
   // Whether the peer holds this connection established, so that what is written here is read
-  // in order with what was written on its other connections (PeerState::reading_). A dialer
+  // in order with what was written on its other connections (Inbox::reading_). A dialer
   // knows at HELLO_ACK; an acceptor once the dialer sent anything after it (with "supersede"
   // the dialer sends a HEARTBEAT at once; a keyed dialer's AUTH). Until then, with
   // "supersede", no DATA is written here: a HELLO_ACK held up on its way would otherwise let
@@ -172,7 +173,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::vector<std::uint64_t> take_pending_acks() { return std::exchange(pending_acks_, {}); }
   bool has_pending_acks() const { return !pending_acks_.empty(); }
   // The peer now sends on another connection: this one's frames are dropped (PeerState::inbound_;
-  // under the peer's recv_mutex_).
+  // under the peer's inbox lock).
   bool superseded = false;
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
@@ -311,7 +312,7 @@ class PeerState {
   void drop_connections(const Error& error);
   // A decoded message from connection `from` of this peer, read on the loop or not (then
   // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner). False: the
-  // message was dropped, its connection superseded (accept_from_locked); nothing acks it.
+  // message was dropped, its connection superseded (Inbox::Locked::admit); nothing acks it.
   // retry_key: a repeat of a message delivered with that key is dropped, and true (acked).
   bool deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop, Later& later,
                std::optional<std::uint64_t> retry_key = std::nullopt);
@@ -393,7 +394,6 @@ class PeerState {
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
   void resume_paused();
-  bool inbound_full_locked() const;  // the bound reached (under recv_mutex_)
   void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
@@ -405,33 +405,10 @@ class PeerState {
   // Since when every dial in a row was refused (none: the last was not), for the fast failure.
   std::optional<Clock::time_point> refused_since_;
   std::string incarnation_;          // the peer's, as its last handshake said
-  // A queued message on tag (or an error no recv has seen yet) for a recv that comes now.
-  std::optional<Result<Received>> take_queued_locked(std::uint32_t tag);
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
   void after_taken();  // a message left the inbox: a connection paused for the bound may read on
-  bool recv_waiting_locked(std::uint32_t tag) const;
-  // Every recv waiting (to fail them); a recv_for reading in place gets `error` here.
-  std::vector<std::shared_ptr<RecvWaiter>> take_waiters_locked(const Error& error);
-  // A recv_for reading its own message (at most one per peer: it holds the reading, or is
-  // about to take it). The first frame on its tag goes to it, before any waiter: those came
-  // after it. Set and filled under recv_mutex_; filled once, then let go of (direct_ null).
-  struct DirectRecv {
-    std::uint32_t tag = 0;
-    transport::ThreadWaker* waker = nullptr;  // woken when another thread fills it with an error
-    std::optional<Result<Received>> result;
-    std::atomic<bool> filled{false};
-  };
-  DirectRecv* direct_ = nullptr;
-  void fill_direct_locked(Result<Received>&& result);
-  // This peer's established connections, under recv_mutex_. A sender moves to another
-  // connection only once it gave up the one it wrote on, and then flags its first frame there
-  // (kFlagSupersedes): whatever the other connections still bring is older (a stalled path
-  // that recovers, a kernel still sending an abandoned socket's bytes), and delivered after
-  // that frame it would break the per-tag order. They are superseded: their frames are
-  // dropped, unacked (their senders counted them sent unacknowledged, or unknown), and they
-  // are ended. Checked under recv_mutex_ with the delivery it admits.
-  std::vector<Connection*> reading_;
-  bool accept_from_locked(Connection& from, std::uint8_t flags);
+  // Ends the connections a frame's supersede flag left behind (Inbox::Locked::admit).
+  void end_superseded(Connection& from, const std::vector<Connection*>& superseded);
   // Set once this side wrote a DATA frame to the peer: a connection written on for the first
   // time after that flags its first frame (kFlagSupersedes). Set by the loop's writer and by
   // a caller's inline write.
@@ -457,32 +434,8 @@ class PeerState {
   std::mutex inline_mutex_;
   std::shared_ptr<Connection> inline_connection_;
   std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
-  // Receive side, shared with callers' threads under recv_mutex_ (see recv_from_caller);
-  // RecvWaiter::done and ::claimed are guarded by it too.
-  std::mutex recv_mutex_;
-  bool recv_closed_ = false;
-  std::atomic<bool> any_paused_{false};
-  // A recv_into was ever posted: until then a frame need not look for one (under the lock).
-  std::atomic<bool> any_into_{false};
-  // Per tag, in arrival order: messages, and the errors of frames this side refused.
-  std::unordered_map<std::uint32_t, std::deque<Result<Received>>> inbox_;
-  // A refused frame's error to the recv its frame would have reached: a recv_for reading in
-  // place or the first waiter on tag (returned: complete it), else queued in its place.
-  std::shared_ptr<RecvWaiter> route_refusal_locked(std::uint32_t tag, const Error& error);
-  // The retry keys of the last kRetryKeyWindow messages delivered with one (under
-  // recv_mutex_): a repeat of one of them is dropped. Oldest first in retry_key_order_.
-  static constexpr std::size_t kRetryKeyWindow = 16384;
-  std::unordered_set<std::uint64_t> retry_keys_seen_;
-  std::deque<std::uint64_t> retry_key_order_;
-  bool seen_retry_key_locked(std::uint64_t key);  // false the first time (then remembered)
-  std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
-  std::uint64_t unreceived_bytes_ = 0;
-  std::uint64_t unreceived_messages_ = 0;
-  std::atomic<std::uint64_t> partial_bytes_{0};  // frames being read, storage allocated (no lock)
-  std::vector<std::shared_ptr<Connection>> paused_;
-  std::optional<Error> unreported_error_;  // a refused frame's error that no recv has seen yet
-  // The connection a blocked caller may read itself: the only one, else none.
-  std::shared_ptr<Connection> caller_read_connection_;
+  // Receive side, shared with callers' threads under the inbox's own lock.
+  Inbox inbox_;
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};

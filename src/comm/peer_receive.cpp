@@ -1,9 +1,7 @@
-// PeerState's receive side: the tag-matched inbox, recv waiters, the inbound bound, and the
-// caller's-thread paths (recv_from_caller, help_recv).
-//
-// inbox_, waiters_, the unreceived counters and unreported_error_ are shared with callers'
-// threads under recv_mutex_. Promises are completed after it is released: a completion
-// callback may call recv() again.
+// PeerState's receive side: recvs from callers' threads (recv_from_caller, recv_for,
+// help_recv), delivery of what the readers bring, completions, the inbound bound. The state
+// they share with callers' threads is the Inbox's (inbox.h), under its lock; promises are
+// completed after it is let go: a completion callback may call recv() again.
 #include <algorithm>
 #include <cstring>
 
@@ -37,26 +35,6 @@ std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& in
 
 }  // namespace
 
-std::optional<Result<Received>> PeerState::take_queued_locked(std::uint32_t tag) {
-  if (recv_closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
-  auto found = inbox_.find(tag);
-  if (found != inbox_.end() && !found->second.empty()) {
-    Result<Received> got = std::move(found->second.front());
-    found->second.pop_front();
-    if (got.ok()) {
-      unreceived_messages_ -= 1;
-      unreceived_bytes_ -= got.value().wire_bytes;
-    }
-    return got;
-  }
-  if (unreported_error_) {
-    Error error = std::move(*unreported_error_);
-    unreported_error_.reset();
-    return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
-  }
-  return std::nullopt;
-}
-
 void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
   if (result.ok() && !waiter.into.empty()) {
     // Already received into fresh storage: copy into the caller's tensors.
@@ -68,12 +46,7 @@ void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
 }
 
 void PeerState::after_taken() {
-  if (any_paused_.load(std::memory_order_acquire)) impl_.post([this] { resume_paused(); });
-}
-
-bool PeerState::recv_waiting_locked(std::uint32_t tag) const {
-  auto found = waiters_.find(tag);
-  return found != waiters_.end() && std::any_of(found->second.begin(), found->second.end(), [](auto& w) { return !w->done; });
+  if (inbox_.any_paused()) impl_.post([this] { resume_paused(); });
 }
 
 void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout) {
@@ -84,13 +57,13 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // wake-up would cost a context switch on every recv). A timeout adds only its timer there.
   const bool loop_parts = timeout.has_value();
   waiter->timed = loop_parts;
-  if (!waiter->into.empty()) any_into_.store(true, std::memory_order_relaxed);
+  if (!waiter->into.empty()) inbox_.note_recv_into();
   std::optional<Result<Received>> taken;
   {
-    std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(waiter->tag);
+    auto in = inbox_.lock();
+    taken = in.take(waiter->tag);
     if (taken) waiter->done = true;
-    else waiters_[waiter->tag].push_back(waiter);
+    else in.park(waiter);
   }
   if (taken) return finish_taken(*waiter, std::move(*taken));
   if (!loop_parts) return;
@@ -109,11 +82,11 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   std::shared_ptr<Connection> connection;
   std::optional<Result<Received>> taken;
   {
-    std::lock_guard lock(recv_mutex_);
-    taken = take_queued_locked(tag);
-    if (!taken && !direct_ && waker.valid() && caller_read_connection_ && !recv_waiting_locked(tag)) {
-      direct_ = &direct;
-      connection = caller_read_connection_;
+    auto in = inbox_.lock();
+    taken = in.take(tag);
+    if (!taken && !in.reading_in_place() && waker.valid() && in.caller_read() && !in.waiting(tag)) {
+      in.read_in_place(&direct);
+      connection = in.caller_read();
     }
   }
   if (taken) {
@@ -129,16 +102,15 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   std::shared_ptr<RecvWaiter> waiter =
       direct.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
   {
-    std::lock_guard lock(recv_mutex_);
-    const bool first_in_line = direct_ == &direct;
-    if (first_in_line) direct_ = nullptr;
+    auto in = inbox_.lock();
+    const bool first_in_line = in.holds(&direct);
+    if (first_in_line) in.read_in_place(nullptr);
     if (direct.filled.load(std::memory_order_relaxed)) taken = std::move(*direct.result);
-    else if (!first_in_line) taken = take_queued_locked(tag);  // (first in line: nothing came)
+    else if (!first_in_line) taken = in.take(tag);  // (first in line: nothing came)
     if (!taken && Clock::now() >= timeout_at) taken = Result<Received>(timeout_error("recv", peer_, *timeout));
     if (!taken) {
       waiter->timed = timeout.has_value();
-      auto& queue = waiters_[tag];
-      if (first_in_line) queue.push_front(waiter); else queue.push_back(waiter);
+      in.park(waiter, first_in_line);
     }
   }
   if (taken) {
@@ -151,16 +123,10 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   return future;
 }
 
-void PeerState::fill_direct_locked(Result<Received>&& result) {
-  direct_->result.emplace(std::move(result));
-  direct_->filled.store(true, std::memory_order_release);
-  direct_ = nullptr;
-}
-
 void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline,
                          std::optional<Seconds> timeout) {
   {
-    std::lock_guard lock(recv_mutex_);
+    auto in = inbox_.lock();
     if (waiter->done) return;
   }
   if (closing()) return cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
@@ -185,22 +151,14 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
 }
 
 std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& waiter) {
-  std::lock_guard lock(recv_mutex_);
-  return waiter.done ? nullptr : caller_read_connection_;
+  auto in = inbox_.lock();
+  return waiter.done ? nullptr : in.caller_read();
 }
 
-bool PeerState::recvs_waiting(std::size_t beyond) {
-  std::lock_guard lock(recv_mutex_);
-  std::size_t waiting = 0;
-  for (const auto& [tag, waiters] : waiters_)
-    for (const auto& w : waiters)
-      if (!w->done && ++waiting > beyond) return true;
-  return false;
-}
+bool PeerState::recvs_waiting(std::size_t beyond) { return inbox_.lock().waiting_beyond(beyond); }
 
 void PeerState::refresh_caller_read() {
-  std::lock_guard lock(recv_mutex_);
-  caller_read_connection_ = connections_.size() == 1 && !closing() ? connections_.front() : nullptr;
+  inbox_.lock().set_caller_read(connections_.size() == 1 && !closing() ? connections_.front() : nullptr);
 }
 
 void PeerState::read_soon() {
@@ -208,68 +166,30 @@ void PeerState::read_soon() {
 }
 
 bool PeerState::loop_stands_down() {
-  std::lock_guard lock(recv_mutex_);
-  return caller_read_connection_ && caller_read_connection_->standing_down();
+  auto in = inbox_.lock();
+  return in.caller_read() && in.caller_read()->standing_down();
 }
 
 void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
-  {
-    std::lock_guard lock(recv_mutex_);
-    // A waiter a frame is being read into completes with that frame (it owns the memory now).
-    if (waiter->done || waiter->claimed) return;
-    waiter->done = true;
-    auto& queue = waiters_[waiter->tag];
-    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
-  }
+  // A waiter a frame is being read into completes with that frame (it owns the memory now).
+  if (!inbox_.lock().unpark(waiter)) return;
   waiter->timer.reset();
   waiter->promise.complete(std::move(error));
 }
 
 std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
   // A recv_into posted as this frame arrives may be missed: deliver then copies into it.
-  if (!any_into_.load(std::memory_order_relaxed)) return nullptr;
-  std::lock_guard lock(recv_mutex_);
-  if (direct_ && direct_->tag == tag) return nullptr;  // that frame is a recv_for's, which came first
-  auto found = waiters_.find(tag);
-  if (found == waiters_.end() || found->second.empty()) return nullptr;
-  auto& front = found->second.front();
-  if (front->into.empty() || front->done) return nullptr;
-  front->claimed = true;
-  return front;
+  if (!inbox_.any_recv_into()) return nullptr;
+  return inbox_.lock().claim_into(tag);
 }
 
 void PeerState::unclaim_into_waiter(const std::shared_ptr<RecvWaiter>& waiter) {
-  std::lock_guard lock(recv_mutex_);
+  auto in = inbox_.lock();
   waiter->claimed = false;
 }
 
-std::shared_ptr<RecvWaiter> PeerState::route_refusal_locked(std::uint32_t tag, const Error& error) {
-  if (direct_ && direct_->tag == tag) {
-    transport::ThreadWaker* waker = direct_->waker;  // (the slot is let go of when filled)
-    fill_direct_locked(error);
-    waker->wake();
-    return nullptr;
-  }
-  if (auto found = waiters_.find(tag); found != waiters_.end()) {
-    auto& queue = found->second;
-    for (auto it = queue.begin(); it != queue.end(); ++it) {
-      if ((*it)->done || (*it)->claimed) continue;
-      auto waiter = std::move(*it);
-      queue.erase(it);
-      waiter->done = true;
-      return waiter;
-    }
-  }
-  inbox_[tag].push_back(error);
-  return nullptr;
-}
-
-bool PeerState::accept_from_locked(Connection& from, std::uint8_t flags) {
-  if (from.superseded) return false;
-  if (!(flags & kFlagSupersedes)) return true;
-  for (Connection* old : reading_) {
-    if (old == &from || old->superseded) continue;
-    old->superseded = true;
+void PeerState::end_superseded(Connection& from, const std::vector<Connection*>& superseded) {
+  for (Connection* old : superseded) {
     spdlog::info("wcomm[{}]: peer '{}' moved to {}: ending {}, whose frames still on their way are older",
                  impl_.spec.local.node_id, peer_.node_id, from.describe(), old->describe());
     impl_.post([weak = old->weak_from_this(), id = peer_.node_id] {
@@ -277,74 +197,47 @@ bool PeerState::accept_from_locked(Connection& from, std::uint8_t flags) {
         c->fail({ErrorCode::kConnectionClosed, "superseded: peer '" + id + "' moved to another connection"}, true);
     });
   }
-  return true;
 }
 
 bool PeerState::complete_into_waiter(Connection* from, std::uint8_t flags, const std::shared_ptr<RecvWaiter>& waiter,
                                      Result<Received> result, bool by_loop, Later& later) {
   bool accepted = true;
+  std::vector<Connection*> superseded;
   {
-    std::lock_guard lock(recv_mutex_);
-    if (from && !accept_from_locked(*from, flags)) {
+    auto in = inbox_.lock();
+    if (from && !in.admit(*from, flags, superseded)) {
       accepted = false;
       result = Error{ErrorCode::kConnectionClosed, "the message being read into this recv_into came on a connection "
                                                    "its sender had left (superseded); it was dropped"};
     }
-    auto& queue = waiters_[waiter->tag];
-    queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
-    waiter->done = true;
+    in.finish(waiter);
   }
+  if (from) end_superseded(*from, superseded);
   complete_recv(waiter, std::move(result), by_loop, &later);
   return accepted;
-}
-
-bool PeerState::seen_retry_key_locked(std::uint64_t key) {
-  if (!retry_keys_seen_.insert(key).second) return true;
-  retry_key_order_.push_back(key);
-  if (retry_key_order_.size() > kRetryKeyWindow) {
-    retry_keys_seen_.erase(retry_key_order_.front());
-    retry_key_order_.pop_front();
-  }
-  return false;
 }
 
 bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag, Received&& message, bool by_loop,
                         Later& later, std::optional<std::uint64_t> retry_key) {
   std::shared_ptr<RecvWaiter> waiter;
+  std::vector<Connection*> superseded;
   {
-    std::lock_guard lock(recv_mutex_);
-    if (!accept_from_locked(from, flags)) return false;
+    auto in = inbox_.lock();
+    if (!in.admit(from, flags, superseded)) return false;
     // A repeat of a message delivered already (its sender retried after an unknown outcome):
     // dropped, and acknowledged so that the retry completes.
-    if (retry_key && seen_retry_key_locked(*retry_key)) {
+    if (retry_key && in.seen_retry_key(*retry_key)) {
       impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
     // A recv_for reading in place came before every waiter on its tag. Whoever reads here
     // (its own thread, the loop it waited out, or another reader it could not displace),
     // its thread is not asleep on its waker: nobody to wake.
-    if (direct_ && direct_->tag == tag) {
-      fill_direct_locked(std::move(message));
-      return true;
-    }
-    auto found = waiters_.find(tag);
-    if (found != waiters_.end()) {
-      auto& queue = found->second;
-      while (!queue.empty() && !waiter) {
-        auto next = std::move(queue.front());
-        queue.pop_front();
-        if (next->done) continue;
-        next->done = true;
-        waiter = std::move(next);
-      }
-    }
-    if (!waiter) {
-      unreceived_messages_ += 1;
-      unreceived_bytes_ += message.wire_bytes;
-      inbox_[tag].push_back(std::move(message));
-      return true;
-    }
+    if (in.reading_in_place(tag)) in.fill_in_place(std::move(message));
+    else if (!(waiter = in.next_waiter(tag))) in.queue(tag, std::move(message));
   }
+  end_superseded(from, superseded);
+  if (!waiter) return true;
   Result<Received> result = std::move(message);
   if (!waiter->into.empty()) {
     // A recv_into that came after this frame's storage was chosen: copy into its tensors.
@@ -388,61 +281,25 @@ void PeerState::post_in_order(std::function<void()> fn) {
   if (!impl_.post(run)) run();  // the loop has finished (closed): complete here
 }
 
-bool PeerState::inbound_full_locked() const {
-  const CommConfig& c = impl_.spec.comm;
-  return unreceived_messages_ >= c.max_peer_unreceived_messages ||
-         unreceived_bytes_ + partial_bytes_.load() >= c.max_peer_unreceived_bytes;
-}
-
 bool PeerState::pause_if_full(Connection& connection) {
-  std::lock_guard lock(recv_mutex_);
-  if (!inbound_full_locked()) return false;
-  paused_.push_back(connection.shared_from_this());  // (only now: this runs before every frame)
-  any_paused_.store(true);
-  // A release of partial bytes that came after the look above, and before any_paused_ was
-  // set, saw nothing paused (see release_partial): look again for it.
-  if (!inbound_full_locked()) impl_.post([this] { resume_paused(); });
+  bool look_again = false;
+  if (!inbox_.pause_if_full(connection.shared_from_this(), look_again)) return false;
+  if (look_again) impl_.post([this] { resume_paused(); });
   return true;
 }
 
 // Frames being read count against the bound (their storage is allocated); no lock: every
 // frame charges and releases.
-void PeerState::charge_partial(std::uint64_t bytes) { partial_bytes_.fetch_add(bytes); }
+void PeerState::charge_partial(std::uint64_t bytes) { inbox_.charge_partial(bytes); }
 
 void PeerState::release_partial(std::uint64_t bytes) {
   if (bytes == 0) return;
-  partial_bytes_.fetch_sub(bytes);
-  if (any_paused_.load()) impl_.post([this] { resume_paused(); });
+  inbox_.release_partial(bytes);
+  if (inbox_.any_paused()) impl_.post([this] { resume_paused(); });
 }
 
 void PeerState::resume_paused() {
-  std::vector<std::shared_ptr<Connection>> paused;
-  {
-    std::lock_guard lock(recv_mutex_);
-    if (paused_.empty() || inbound_full_locked()) return;
-    paused = std::move(paused_);
-    paused_.clear();
-    any_paused_.store(false, std::memory_order_release);
-  }
-  for (auto& connection : paused) connection->resume_reading();
-}
-
-std::vector<std::shared_ptr<RecvWaiter>> PeerState::take_waiters_locked(const Error& error) {
-  if (direct_) {
-    transport::ThreadWaker* waker = direct_->waker;  // (the slot is let go of when filled)
-    fill_direct_locked(error);
-    waker->wake();  // it may sleep in its read
-  }
-  std::vector<std::shared_ptr<RecvWaiter>> out;
-  for (auto& [tag, queue] : waiters_) {
-    for (auto& w : queue)
-      if (!w->done && !w->claimed) {
-        w->done = true;
-        out.push_back(w);
-      }
-    std::erase_if(queue, [](auto& w) { return w->done; });
-  }
-  return out;
+  for (auto& connection : inbox_.take_paused_if_room()) connection->resume_reading();
 }
 
 }  // namespace wcomm

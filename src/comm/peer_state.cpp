@@ -42,7 +42,7 @@ std::vector<asio::const_buffer> OutMessage::payload_gather() const {
 // ---- send side -------------------------------------------------------------------------
 
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
-    : impl_(impl), peer_(std::move(peer)) {
+    : impl_(impl), peer_(std::move(peer)), inbox_(impl.spec.comm) {
   endpoints_ = dial_endpoints(peer_, impl.spec.comm);
   if (!endpoints_.empty()) {
     const auto same_host = same_host_address(peer_, endpoints_.front().scheme);
@@ -520,8 +520,7 @@ void PeerState::add_connection(std::shared_ptr<Connection> connection) {
   const bool was_down = connections_.empty();
   connections_.push_back(connection);
   {
-    std::lock_guard lock(recv_mutex_);
-    reading_.push_back(connection.get());
+    inbox_.lock().add_reading(connection.get());
   }
   refresh_caller_read();
   refresh_stats();
@@ -546,8 +545,7 @@ void PeerState::peer_restarted(const std::string& old_incarnation, const std::st
   for (auto& c : old) c->fail(error, /*local=*/true);
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
-    std::lock_guard lock(recv_mutex_);
-    waiting = take_waiters_locked(error);
+    waiting = inbox_.lock().take_waiters(error);
   }
   for (auto& w : waiting) {
     w->timer.reset();
@@ -587,12 +585,7 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
   if (it == connections_.end()) return;
   auto keep_alive = *it;  // the connection may be running this very call
   connections_.erase(it);
-  {
-    // (paused_ is shared with readers on callers' threads, who pause for the inbound bound.)
-    std::lock_guard lock(recv_mutex_);
-    std::erase(reading_, &connection);
-    std::erase(paused_, keep_alive);
-  }
+  inbox_.lock().remove(keep_alive);  // (no longer admitted, nor paused)
   refresh_caller_read();
   refresh_stats();
   if (active_connection_ == &connection) {
@@ -627,17 +620,15 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
     // The peer went away: recvs waiting on it learn why. A frame this side refused (too large,
     // bad data, an unknown type) fails the recv it would have reached, on its tag: the first
     // waiting there, else the next to come (its error takes the frame's place in the FIFO).
-    std::lock_guard lock(recv_mutex_);
-    if (refused_tag) refused_owner = route_refusal_locked(*refused_tag, error);
-    const bool reading_in_place = direct_ != nullptr;
-    waiting = take_waiters_locked(recv_error);
+    auto in = inbox_.lock();
+    if (refused_tag) refused_owner = in.route_refusal(*refused_tag, error);
+    const bool reading_in_place = in.reading_in_place();
+    waiting = in.take_waiters(recv_error);
     // A stream that broke with nobody waiting (a protocol error) must not vanish either: the
     // next recv on this peer that finds nothing queued reports it. The first such error is
     // kept; later ones are counted and logged, never overwrite it.
     if (!refused_tag && waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
-      if (!unreported_error_) {
-        unreported_error_ = error;
-      } else {
+      if (!in.keep_unreported(error)) {
         impl_.stats.errors_without_waiter.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn("wcomm[{}]: peer '{}': {} (nobody waiting; an earlier error is still unreported)",
                      impl_.spec.local.node_id, peer_.node_id, error.message);
@@ -680,9 +671,9 @@ void PeerState::close_all(const Error& error) {
   fail_awaiting_acks(nullptr, "the Comm closed (" + error.message + ")");
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
-    std::lock_guard lock(recv_mutex_);
-    recv_closed_ = true;
-    waiting = take_waiters_locked(error);
+    auto in = inbox_.lock();
+    in.close();
+    waiting = in.take_waiters(error);
   }
   for (auto& w : waiting) {
     w->timer.reset();

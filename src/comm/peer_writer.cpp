@@ -65,7 +65,7 @@ void PeerState::pump_queue() {
     // Ask for an ACK where the peer gives them (a V0.1 peer never sees the flag).
     std::uint8_t flags = message->wants_ack && connection->acks() ? kFlagAckRequested : 0;
     // The first frame on a connection after writing on another: the peer drops what the
-    // others still bring (PeerState::reading_).
+    // others still bring (Inbox::reading_).
     if (!connection->used() && wrote_data_.load(std::memory_order_relaxed) && connection->supersedes())
       flags |= kFlagSupersedes;
     connection->mark_used();

@@ -1,0 +1,191 @@
+// Inbox: a peer's receive-side state under its own lock (inbox.h).
+#include "comm/inbox.h"
+
+#include <algorithm>
+
+#include "comm/comm_impl.h"
+
+namespace wcomm {
+
+std::optional<Result<Received>> Inbox::Locked::take(std::uint32_t tag) {
+  Inbox& in = inbox_;
+  if (in.closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
+  auto found = in.arrived_.find(tag);
+  if (found != in.arrived_.end() && !found->second.empty()) {
+    Result<Received> got = std::move(found->second.front());
+    found->second.pop_front();
+    if (got.ok()) {
+      in.unreceived_messages_ -= 1;
+      in.unreceived_bytes_ -= got.value().wire_bytes;
+    }
+    return got;
+  }
+  if (in.unreported_) {
+    Error error = std::move(*in.unreported_);
+    in.unreported_.reset();
+    return Result<Received>(Error{error.code, "earlier, while nothing was waiting: " + error.message});
+  }
+  return std::nullopt;
+}
+
+bool Inbox::Locked::waiting(std::uint32_t tag) const {
+  auto found = inbox_.waiters_.find(tag);
+  return found != inbox_.waiters_.end() &&
+         std::any_of(found->second.begin(), found->second.end(), [](auto& w) { return !w->done; });
+}
+
+bool Inbox::Locked::waiting_beyond(std::size_t beyond) const {
+  std::size_t waiting = 0;
+  for (const auto& [tag, waiters] : inbox_.waiters_)
+    for (const auto& w : waiters)
+      if (!w->done && ++waiting > beyond) return true;
+  return false;
+}
+
+void Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line) {
+  auto& queue = inbox_.waiters_[waiter->tag];
+  if (first_in_line) queue.push_front(std::move(waiter));
+  else queue.push_back(std::move(waiter));
+}
+
+bool Inbox::Locked::unpark(const std::shared_ptr<RecvWaiter>& waiter) {
+  if (waiter->done || waiter->claimed) return false;
+  finish(waiter);
+  return true;
+}
+
+void Inbox::Locked::finish(const std::shared_ptr<RecvWaiter>& waiter) {
+  auto& queue = inbox_.waiters_[waiter->tag];
+  queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
+  waiter->done = true;
+}
+
+std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
+  if (reading_in_place(tag)) return nullptr;  // that frame is a recv_for's, which came first
+  auto found = inbox_.waiters_.find(tag);
+  if (found == inbox_.waiters_.end() || found->second.empty()) return nullptr;
+  auto& front = found->second.front();
+  if (front->into.empty() || front->done) return nullptr;
+  front->claimed = true;
+  return front;
+}
+
+std::shared_ptr<RecvWaiter> Inbox::Locked::next_waiter(std::uint32_t tag) {
+  auto found = inbox_.waiters_.find(tag);
+  if (found == inbox_.waiters_.end()) return nullptr;
+  auto& queue = found->second;
+  while (!queue.empty()) {
+    auto next = std::move(queue.front());
+    queue.pop_front();
+    if (next->done) continue;
+    next->done = true;
+    return next;
+  }
+  return nullptr;
+}
+
+void Inbox::Locked::queue(std::uint32_t tag, Received&& message) {
+  inbox_.unreceived_messages_ += 1;
+  inbox_.unreceived_bytes_ += message.wire_bytes;
+  inbox_.arrived_[tag].push_back(std::move(message));
+}
+
+std::shared_ptr<RecvWaiter> Inbox::Locked::route_refusal(std::uint32_t tag, const Error& error) {
+  if (reading_in_place(tag)) {
+    transport::ThreadWaker* waker = inbox_.direct_->waker;  // (the slot is let go of when filled)
+    fill_in_place(error);
+    waker->wake();
+    return nullptr;
+  }
+  if (auto found = inbox_.waiters_.find(tag); found != inbox_.waiters_.end()) {
+    auto& queue = found->second;
+    for (auto it = queue.begin(); it != queue.end(); ++it) {
+      if ((*it)->done || (*it)->claimed) continue;
+      auto waiter = std::move(*it);
+      queue.erase(it);
+      waiter->done = true;
+      return waiter;
+    }
+  }
+  inbox_.arrived_[tag].push_back(error);
+  return nullptr;
+}
+
+bool Inbox::Locked::keep_unreported(const Error& error) {
+  if (inbox_.unreported_) return false;
+  inbox_.unreported_ = error;
+  return true;
+}
+
+std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_waiters(const Error& error) {
+  if (inbox_.direct_) {
+    transport::ThreadWaker* waker = inbox_.direct_->waker;  // (the slot is let go of when filled)
+    fill_in_place(error);
+    waker->wake();  // it may sleep in its read
+  }
+  std::vector<std::shared_ptr<RecvWaiter>> out;
+  for (auto& [tag, queue] : inbox_.waiters_) {
+    for (auto& w : queue)
+      if (!w->done && !w->claimed) {
+        w->done = true;
+        out.push_back(w);
+      }
+    std::erase_if(queue, [](auto& w) { return w->done; });
+  }
+  return out;
+}
+
+void Inbox::Locked::fill_in_place(Result<Received>&& result) {
+  inbox_.direct_->result.emplace(std::move(result));
+  inbox_.direct_->filled.store(true, std::memory_order_release);
+  inbox_.direct_ = nullptr;
+}
+
+void Inbox::Locked::remove(const std::shared_ptr<Connection>& connection) {
+  std::erase(inbox_.reading_, connection.get());
+  std::erase(inbox_.paused_, connection);
+}
+
+bool Inbox::Locked::admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& superseded) {
+  if (from.superseded) return false;
+  if (!(flags & kFlagSupersedes)) return true;
+  for (Connection* old : inbox_.reading_) {
+    if (old == &from || old->superseded) continue;
+    old->superseded = true;
+    superseded.push_back(old);
+  }
+  return true;
+}
+
+bool Inbox::Locked::seen_retry_key(std::uint64_t key) {
+  if (!inbox_.retry_keys_seen_.insert(key).second) return true;
+  inbox_.retry_key_order_.push_back(key);
+  if (inbox_.retry_key_order_.size() > kRetryKeyWindow) {
+    inbox_.retry_keys_seen_.erase(inbox_.retry_key_order_.front());
+    inbox_.retry_key_order_.pop_front();
+  }
+  return false;
+}
+
+bool Inbox::full_locked() const {
+  return unreceived_messages_ >= limits_.max_peer_unreceived_messages ||
+         unreceived_bytes_ + partial_bytes_.load() >= limits_.max_peer_unreceived_bytes;
+}
+
+bool Inbox::pause_if_full(const std::shared_ptr<Connection>& connection, bool& look_again) {
+  std::lock_guard lock(mutex_);
+  if (!full_locked()) return false;
+  paused_.push_back(connection);  // (only now: this runs before every frame)
+  any_paused_.store(true);
+  look_again = !full_locked();
+  return true;
+}
+
+std::vector<std::shared_ptr<Connection>> Inbox::take_paused_if_room() {
+  std::lock_guard lock(mutex_);
+  if (paused_.empty() || full_locked()) return {};
+  any_paused_.store(false, std::memory_order_release);
+  return std::exchange(paused_, {});
+}
+
+}  // namespace wcomm

@@ -1,0 +1,149 @@
+// A peer's inbox: the receive side's state, shared by the loop and callers' threads under one
+// lock of its own. Per tag, in arrival order, what arrived (messages, and the errors of frames
+// this side refused) and the recvs waiting; the one recv_for reading in place; the inbound
+// bound and the connections paused for it; which connections' frames are admitted
+// ("supersede"); the retry keys delivered. Its state is reached only through Inbox::Locked, a
+// view that holds the lock. Nothing here completes a promise or runs user code: PeerState
+// decides under the lock and completes after it let go.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <deque>
+#include <memory>
+#include <mutex>
+#include <optional>
+#include <unordered_map>
+#include <unordered_set>
+#include <vector>
+
+#include "transport/thread_waker.h"
+#include "wcomm/comm.h"
+
+namespace wcomm {
+
+class Connection;
+struct RecvWaiter;
+
+// A recv_for reading its own message (at most one per peer: it holds the reading, or is about
+// to take it). The first frame on its tag goes to it, before any waiter: those came after it.
+// Set and filled under the inbox's lock; filled once, then let go of.
+struct DirectRecv {
+  std::uint32_t tag = 0;
+  transport::ThreadWaker* waker = nullptr;  // woken when another thread fills it with an error
+  std::optional<Result<Received>> result;
+  std::atomic<bool> filled{false};
+};
+
+class Inbox {
+ public:
+  explicit Inbox(const CommConfig& limits) : limits_(limits) {}
+
+  // The inbox under its lock (Inbox::lock()). RecvWaiter::done and ::claimed are guarded by
+  // it too.
+  class Locked {
+   public:
+    // What a recv on tag that comes now takes: a message or a refused frame's error queued
+    // on it, an error nothing was told of yet, or the Comm's end; none: it must wait.
+    std::optional<Result<Received>> take(std::uint32_t tag);
+    bool waiting(std::uint32_t tag) const;  // a recv waits on tag
+    bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
+    void park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line = false);
+    // Takes a waiter out (cancel, timeout): false if it is done, or a frame is being read
+    // into it (it completes with that frame).
+    bool unpark(const std::shared_ptr<RecvWaiter>& waiter);
+    // A waiter completed by its own frame (recv_into): out of its queue, done.
+    void finish(const std::shared_ptr<RecvWaiter>& waiter);
+    // The recv_into a frame on tag is read into, if the next waiter is one: claimed.
+    std::shared_ptr<RecvWaiter> claim_into(std::uint32_t tag);
+    // The next recv waiting on tag, done (null: none waits).
+    std::shared_ptr<RecvWaiter> next_waiter(std::uint32_t tag);
+    // A message nobody waits for, queued; counted against the inbound bound.
+    void queue(std::uint32_t tag, Received&& message);
+    // A refused frame's error to the recv its frame would have reached: the recv_for reading
+    // in place (filled and woken), the first waiter on tag (returned: complete it), else
+    // queued in the frame's place.
+    std::shared_ptr<RecvWaiter> route_refusal(std::uint32_t tag, const Error& error);
+    // A broken stream's error nobody was waiting for: kept for the next recv that finds
+    // nothing (false: an earlier one is still kept; the caller counts and logs it).
+    bool keep_unreported(const Error& error);
+    // Every recv waiting, done, to fail them; the recv_for reading in place gets `error`.
+    std::vector<std::shared_ptr<RecvWaiter>> take_waiters(const Error& error);
+    void close() { inbox_.closed_ = true; }  // recvs that come now fail (kClosed)
+
+    // The recv_for slot.
+    bool reading_in_place() const { return inbox_.direct_ != nullptr; }
+    bool reading_in_place(std::uint32_t tag) const { return inbox_.direct_ && inbox_.direct_->tag == tag; }
+    void read_in_place(DirectRecv* slot) { inbox_.direct_ = slot; }
+    bool holds(const DirectRecv* slot) const { return inbox_.direct_ == slot; }
+    void fill_in_place(Result<Received>&& result);  // lets go of the slot
+
+    // Connections whose frames are admitted (see Inbox::reading_).
+    void add_reading(Connection* connection) { inbox_.reading_.push_back(connection); }
+    void remove(const std::shared_ptr<Connection>& connection);
+    // Whether a frame with these flags from `from` is delivered. A frame flagged as the
+    // first on a new connection supersedes the others: they are added to `superseded`, to
+    // be ended once the lock is let go.
+    bool admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& superseded);
+    // Whether a message with this retry key was delivered already (else it is remembered).
+    bool seen_retry_key(std::uint64_t key);
+
+    // The connection a blocked caller may read itself: the only one, else none.
+    const std::shared_ptr<Connection>& caller_read() const { return inbox_.caller_read_; }
+    void set_caller_read(std::shared_ptr<Connection> connection) { inbox_.caller_read_ = std::move(connection); }
+
+   private:
+    friend class Inbox;
+    explicit Locked(Inbox& inbox) : inbox_(inbox), lock_(inbox.mutex_) {}
+    Inbox& inbox_;
+    std::unique_lock<std::mutex> lock_;
+  };
+  Locked lock() { return Locked(*this); }
+
+  // The inbound bound (no lock for the counters a frame charges and releases): a connection
+  // pauses when the application's unreceived messages, with the frames being read, pass
+  // CommConfig's bounds, and reads on once they drain.
+  // True: paused. look_again: room came meanwhile (a release of partial bytes that came
+  // between the look and the pause saw nothing paused): resume the paused ones.
+  bool pause_if_full(const std::shared_ptr<Connection>& connection, bool& look_again);
+  void charge_partial(std::uint64_t bytes) { partial_bytes_.fetch_add(bytes); }
+  void release_partial(std::uint64_t bytes) { partial_bytes_.fetch_sub(bytes); }
+  bool any_paused() const { return any_paused_.load(std::memory_order_acquire); }
+  // The paused connections, once there is room again (empty otherwise); they may read on.
+  std::vector<std::shared_ptr<Connection>> take_paused_if_room();
+  // A recv_into was ever posted: until then a frame need not look for one.
+  void note_recv_into() { any_into_.store(true, std::memory_order_relaxed); }
+  bool any_recv_into() const { return any_into_.load(std::memory_order_relaxed); }
+
+  static constexpr std::size_t kRetryKeyWindow = 16384;
+
+ private:
+  bool full_locked() const;
+
+  const CommConfig& limits_;
+  std::mutex mutex_;
+  bool closed_ = false;
+  std::unordered_map<std::uint32_t, std::deque<Result<Received>>> arrived_;
+  std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
+  DirectRecv* direct_ = nullptr;
+  std::optional<Error> unreported_;  // a broken stream's error that no recv has seen yet
+  std::uint64_t unreceived_bytes_ = 0, unreceived_messages_ = 0;
+  std::atomic<std::uint64_t> partial_bytes_{0};  // frames being read, storage allocated
+  std::vector<std::shared_ptr<Connection>> paused_;
+  std::atomic<bool> any_paused_{false};
+  std::atomic<bool> any_into_{false};
+  // The peer's established connections. A sender moves to another connection only once it
+  // gave up the one it wrote on, and then flags its first frame there (kFlagSupersedes):
+  // whatever the other connections still bring is older (a stalled path that recovers, a
+  // kernel still sending an abandoned socket's bytes), and delivered after that frame it
+  // would break the per-tag order. They are superseded: their frames are dropped, unacked
+  // (their senders counted them sent unacknowledged, or unknown), and they are ended.
+  std::vector<Connection*> reading_;
+  // The retry keys of the last kRetryKeyWindow messages delivered with one; oldest first in
+  // retry_key_order_.
+  std::unordered_set<std::uint64_t> retry_keys_seen_;
+  std::deque<std::uint64_t> retry_key_order_;
+  std::shared_ptr<Connection> caller_read_;
+};
+
+}  // namespace wcomm
