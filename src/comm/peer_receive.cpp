@@ -173,8 +173,7 @@ bool PeerState::loop_stands_down() {
 void PeerState::cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error) {
   // A waiter a frame is being read into completes with that frame (it owns the memory now).
   if (!inbox_.lock().unpark(waiter)) return;
-  waiter->timer.reset();
-  waiter->promise.complete(std::move(error));
+  complete_recv(waiter, std::move(error), /*by_loop=*/true, nullptr);
 }
 
 std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
@@ -248,7 +247,10 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
   return true;
 }
 
-// Called by a connection's reader, in arrival order. On the loop a waiter completes at once
+// The one way a recv completes, but for one taken at the call (finish_taken: its Future is
+// not out yet, so nothing can run inline). Called by a connection's reader, in arrival order,
+// and on the loop for failures (cancel, timeout, a lost connection, close), which so keep
+// their place behind completions a reading caller handed over. On the loop a waiter completes at once
 // (its callback held in `later` until the reader lets go of the reading), unless completions
 // a caller handed over are still pending: then behind them. On a caller's thread the result
 // is set at once, but callbacks and timers belong to the loop: callbacks go there in order,

@@ -543,14 +543,7 @@ void PeerState::peer_restarted(const std::string& old_incarnation, const std::st
   if (active_ && !active_->abort_error) active_->abort_error = error;
   auto old = connections_;
   for (auto& c : old) c->fail(error, /*local=*/true);
-  std::vector<std::shared_ptr<RecvWaiter>> waiting;
-  {
-    waiting = inbox_.lock().take_waiters(error);
-  }
-  for (auto& w : waiting) {
-    w->timer.reset();
-    w->promise.complete(error);
-  }
+  for (auto& w : inbox_.lock().take_waiters(error)) complete_recv(w, error, /*by_loop=*/true, nullptr);
   emit(PeerEvent::Kind::kRestarted, error.message);
 }
 
@@ -635,14 +628,8 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
       }
     }
   }
-  if (refused_owner) {
-    refused_owner->timer.reset();
-    refused_owner->promise.complete(error);
-  }
-  for (auto& w : waiting) {
-    w->timer.reset();
-    w->promise.complete(recv_error);
-  }
+  if (refused_owner) complete_recv(refused_owner, error, /*by_loop=*/true, nullptr);
+  for (auto& w : waiting) complete_recv(w, recv_error, /*by_loop=*/true, nullptr);
   if (connections_.empty()) emit(PeerEvent::Kind::kDown, error.message);
   if (!queue_.empty() || !capacity_waiters_.empty()) ensure_connection();
   pump();
@@ -675,10 +662,7 @@ void PeerState::close_all(const Error& error) {
     in.close();
     waiting = in.take_waiters(error);
   }
-  for (auto& w : waiting) {
-    w->timer.reset();
-    w->promise.complete(error);
-  }
+  for (auto& w : waiting) complete_recv(w, error, /*by_loop=*/true, nullptr);
   auto connections = std::move(connections_);
   connections_.clear();
   refresh_caller_read();
