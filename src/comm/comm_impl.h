@@ -85,14 +85,15 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
 struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> {
   std::uint32_t tag = 0;
   Promise<Received> promise;
-  std::optional<asio::steady_timer> timer;
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
-  // It has a timeout: its timer lives on the loop (made by arm_recv, reset there). Whoever
-  // completes it, the loop or a reading caller's thread, the route is the same; a caller's
-  // thread only hands the timer's reset to the loop. Set before the waiter is shared.
-  bool timed = false;
+  // Its timeout, as data (set before the waiter is shared): the peer's one timer on the loop
+  // ends it at its deadline (PeerState::arm_recv_timer), whoever reads for it meanwhile.
+  std::optional<Seconds> timeout;
+  Clock::time_point deadline = Clock::time_point::max();
+  Inbox::Deadlines::iterator deadline_entry;  // in the inbox's deadlines, while waiting
+  bool has_deadline_entry = false;
   PeerState* peer = nullptr;
   std::weak_ptr<Comm::Impl> comm;
   void cancel() override;
@@ -281,10 +282,16 @@ class PeerState {
   void pump();  // starts the next queued write if possible, then re-decides the fast path
   void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
   void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
-  // Caller's thread: completes or parks a recv at once; a timeout then has its loop-only
-  // parts armed on the loop (arm_recv).
+  // Caller's thread: completes or parks a recv at once (its deadline with it, if any).
   void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
-  void arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline, std::optional<Seconds> timeout);
+  // Loop: one timer per peer, for the earliest deadline of the recvs waiting. Armed again
+  // when a recv comes with an earlier deadline than it is set for (Inbox::Locked::park: the
+  // caller posts it only then; in a stream of recvs with one timeout, never), and when it
+  // fires, after failing the recvs whose deadline came.
+  void arm_recv_timer();
+  void expire_due_recvs();
+  // A parked recv whose deadline asks the timer to be armed earlier (park returned true).
+  void rearm_for(const std::shared_ptr<RecvWaiter>& waiter);
   // Caller's thread: Comm::recv_for. A queued message is taken at once; else, where this
   // thread can read the connection and no recv on the tag waits already, it reads until
   // wait_until (or the timeout), and the first frame on the tag is handed to it in place
@@ -436,6 +443,7 @@ class PeerState {
   std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
   // Receive side, shared with callers' threads under the inbox's own lock.
   Inbox inbox_;
+  std::optional<asio::steady_timer> recv_timer_;  // loop only: see arm_recv_timer
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};

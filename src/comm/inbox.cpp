@@ -42,10 +42,40 @@ bool Inbox::Locked::waiting_beyond(std::size_t beyond) const {
   return false;
 }
 
-void Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line) {
+bool Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line) {
+  bool arm = false;
+  if (waiter->deadline != Clock::time_point::max()) {
+    waiter->deadline_entry = inbox_.deadlines_.emplace(waiter->deadline, waiter.get());
+    waiter->has_deadline_entry = true;
+    arm = waiter->deadline < inbox_.timer_armed_for_;
+    if (arm) inbox_.timer_armed_for_ = waiter->deadline;
+  }
   auto& queue = inbox_.waiters_[waiter->tag];
   if (first_in_line) queue.push_front(std::move(waiter));
   else queue.push_back(std::move(waiter));
+  return arm;
+}
+
+void Inbox::forget_deadline(RecvWaiter& waiter) {
+  if (!waiter.has_deadline_entry) return;
+  deadlines_.erase(waiter.deadline_entry);
+  waiter.has_deadline_entry = false;
+}
+
+std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_due(Clock::time_point now, Clock::time_point& next) {
+  std::vector<std::shared_ptr<RecvWaiter>> due;
+  auto& deadlines = inbox_.deadlines_;
+  while (!deadlines.empty() && deadlines.begin()->first <= now) {
+    RecvWaiter* w = deadlines.begin()->second;
+    inbox_.forget_deadline(*w);
+    if (w->done || w->claimed) continue;
+    auto waiter = w->shared_from_this();
+    finish(waiter);
+    due.push_back(std::move(waiter));
+  }
+  next = deadlines.empty() ? Clock::time_point::max() : deadlines.begin()->first;
+  inbox_.timer_armed_for_ = next;
+  return due;
 }
 
 bool Inbox::Locked::unpark(const std::shared_ptr<RecvWaiter>& waiter) {
@@ -58,6 +88,7 @@ void Inbox::Locked::finish(const std::shared_ptr<RecvWaiter>& waiter) {
   auto& queue = inbox_.waiters_[waiter->tag];
   queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
   waiter->done = true;
+  inbox_.forget_deadline(*waiter);
 }
 
 std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
@@ -67,6 +98,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
   auto& front = found->second.front();
   if (front->into.empty() || front->done) return nullptr;
   front->claimed = true;
+  inbox_.forget_deadline(*front);  // the frame completes it, whenever it ends
   return front;
 }
 
@@ -79,6 +111,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::next_waiter(std::uint32_t tag) {
     queue.pop_front();
     if (next->done) continue;
     next->done = true;
+    inbox_.forget_deadline(*next);
     return next;
   }
   return nullptr;
@@ -104,6 +137,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::route_refusal(std::uint32_t tag, cons
       auto waiter = std::move(*it);
       queue.erase(it);
       waiter->done = true;
+      inbox_.forget_deadline(*waiter);
       return waiter;
     }
   }
@@ -128,6 +162,7 @@ std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_waiters(const Error
     for (auto& w : queue)
       if (!w->done && !w->claimed) {
         w->done = true;
+        inbox_.forget_deadline(*w);
         out.push_back(w);
       }
     std::erase_if(queue, [](auto& w) { return w->done; });

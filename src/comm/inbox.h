@@ -8,8 +8,10 @@
 #pragma once
 
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -37,6 +39,10 @@ struct DirectRecv {
 
 class Inbox {
  public:
+  using Clock = std::chrono::steady_clock;
+  // The deadlines of the recvs waiting with a timeout, earliest first (RecvWaiter::deadline_entry).
+  using Deadlines = std::multimap<Clock::time_point, RecvWaiter*>;
+
   explicit Inbox(const CommConfig& limits) : limits_(limits) {}
 
   // The inbox under its lock (Inbox::lock()). RecvWaiter::done and ::claimed are guarded by
@@ -48,12 +54,18 @@ class Inbox {
     std::optional<Result<Received>> take(std::uint32_t tag);
     bool waiting(std::uint32_t tag) const;  // a recv waits on tag
     bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
-    void park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line = false);
+    // Parks a recv. True: it has the earliest deadline of all, earlier than the loop's timer is
+    // armed for, so the loop must arm it again (PeerState::arm_recv_timer).
+    [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line = false);
     // Takes a waiter out (cancel, timeout): false if it is done, or a frame is being read
     // into it (it completes with that frame).
     bool unpark(const std::shared_ptr<RecvWaiter>& waiter);
     // A waiter completed by its own frame (recv_into): out of its queue, done.
     void finish(const std::shared_ptr<RecvWaiter>& waiter);
+    // The recvs whose deadline has come, done (to fail with a timeout), and the next deadline
+    // the loop's timer is to be armed for (max: none). A recv a frame is being read into has
+    // no deadline any more: the frame completes it.
+    std::vector<std::shared_ptr<RecvWaiter>> take_due(Clock::time_point now, Clock::time_point& next);
     // The recv_into a frame on tag is read into, if the next waiter is one: claimed.
     std::shared_ptr<RecvWaiter> claim_into(std::uint32_t tag);
     // The next recv waiting on tag, done (null: none waits).
@@ -119,6 +131,7 @@ class Inbox {
 
  private:
   bool full_locked() const;
+  void forget_deadline(RecvWaiter& waiter);  // it is done, or a frame is read into it
 
   const CommConfig& limits_;
   std::mutex mutex_;
@@ -144,6 +157,8 @@ class Inbox {
   std::unordered_set<std::uint64_t> retry_keys_seen_;
   std::deque<std::uint64_t> retry_key_order_;
   std::shared_ptr<Connection> caller_read_;
+  Deadlines deadlines_;
+  Clock::time_point timer_armed_for_ = Clock::time_point::max();  // or about to be
 };
 
 }  // namespace wcomm

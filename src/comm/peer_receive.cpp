@@ -54,23 +54,43 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
   // once and under the lock, whatever the recv. A connection lost after recv() returned then
   // fails it (parked later by the loop, it could come after the loss had been handled and
   // wait for a reconnect), and a recv without a timeout needs no hop to the loop (whose
-  // wake-up would cost a context switch on every recv). A timeout adds only its timer there.
-  const bool loop_parts = timeout.has_value();
-  waiter->timed = loop_parts;
+  // wake-up would cost a context switch on every recv). A timeout is data: the peer's timer
+  // is posted to only when this deadline comes before the one it is armed for.
+  waiter->timeout = timeout;
+  waiter->deadline = deadline_of(timeout);
   if (!waiter->into.empty()) inbox_.note_recv_into();
   std::optional<Result<Received>> taken;
+  bool arm = false;
   {
     auto in = inbox_.lock();
     taken = in.take(waiter->tag);
     if (taken) waiter->done = true;
-    else in.park(waiter);
+    else arm = in.park(waiter);
   }
   if (taken) return finish_taken(*waiter, std::move(*taken));
-  if (!loop_parts) return;
-  // The timer belongs to the loop.
-  const Clock::time_point deadline = deadline_of(timeout);
-  if (!impl_.post([this, waiter, deadline, timeout] { arm_recv(waiter, deadline, timeout); }))
-    cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (arm) rearm_for(waiter);
+}
+
+void PeerState::rearm_for(const std::shared_ptr<RecvWaiter>& waiter) {
+  if (!impl_.post([this] { arm_recv_timer(); })) cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+}
+
+void PeerState::arm_recv_timer() {
+  if (closing()) return;
+  expire_due_recvs();
+}
+
+void PeerState::expire_due_recvs() {
+  Clock::time_point next;
+  std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next);
+  for (auto& w : due) complete_recv(w, timeout_error("recv", peer_, *w->timeout), /*by_loop=*/true, nullptr);
+  if (closing()) return;
+  if (next == Clock::time_point::max()) return (void)(recv_timer_ && recv_timer_->cancel());
+  if (!recv_timer_) recv_timer_.emplace(impl_.io);
+  recv_timer_->expires_at(next);
+  recv_timer_->async_wait([this](std::error_code ec) {
+    if (!ec) expire_due_recvs();
+  });
 }
 
 Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout) {
@@ -101,6 +121,7 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
   // (Made before the lock; the fast path, a filled slot, makes none.)
   std::shared_ptr<RecvWaiter> waiter =
       direct.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
+  bool arm = false;
   {
     auto in = inbox_.lock();
     const bool first_in_line = in.holds(&direct);
@@ -109,8 +130,9 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
     else if (!first_in_line) taken = in.take(tag);  // (first in line: nothing came)
     if (!taken && Clock::now() >= timeout_at) taken = Result<Received>(timeout_error("recv", peer_, *timeout));
     if (!taken) {
-      waiter->timed = timeout.has_value();
-      in.park(waiter, first_in_line);
+      waiter->timeout = timeout;
+      waiter->deadline = timeout_at;
+      arm = in.park(waiter, first_in_line);
     }
   }
   if (taken) {
@@ -118,27 +140,8 @@ Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_u
     return ready_future(std::move(*taken), impl_.poster);
   }
   Future<Received> future = waiter->promise.future();
-  if (timeout && !impl_.post([this, waiter, timeout_at, timeout] { arm_recv(waiter, timeout_at, timeout); }))
-    cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (arm) rearm_for(waiter);
   return future;
-}
-
-void PeerState::arm_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline,
-                         std::optional<Seconds> timeout) {
-  {
-    auto in = inbox_.lock();
-    if (waiter->done) return;
-  }
-  if (closing()) return cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
-  if (timeout) {
-    waiter->timer.emplace(impl_.io, deadline);
-    waiter->timer->async_wait([this, weak = std::weak_ptr(waiter), timeout = *timeout](std::error_code ec) {
-      auto w = weak.lock();
-      if (!ec && w) cancel_recv(w, timeout_error("recv", peer_, timeout));
-    });
-  }
-  // Nothing more: who reads for it is decided as for a recv without a timeout (the thread
-  // that waits for it, or the loop once a callback is set or nobody stands down for a reader).
 }
 
 void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time_point deadline) {
@@ -253,24 +256,18 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
 // their place behind completions a reading caller handed over. On the loop a waiter completes at once
 // (its callback held in `later` until the reader lets go of the reading), unless completions
 // a caller handed over are still pending: then behind them. On a caller's thread the result
-// is set at once, but callbacks and timers belong to the loop: callbacks go there in order,
-// and a timed waiter's timer is reset there (its handler finds the waiter done meanwhile).
+// is set at once, but callbacks belong to the loop: they go there, in order.
 void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop,
                               Later* later) {
   if (by_loop && deferred_completions_.load() == 0) {
-    waiter->timer.reset();
     if (!later) return (void)waiter->promise.complete(std::move(result));
     waiter->promise.complete_deferring_callback(std::move(result),
                                                 [later](std::function<void()> fn) { later->push_back(std::move(fn)); });
   } else if (by_loop) {
-    post_in_order([waiter, result = std::move(result)]() mutable {
-      waiter->timer.reset();
-      waiter->promise.complete(std::move(result));
-    });
+    post_in_order([waiter, result = std::move(result)]() mutable { waiter->promise.complete(std::move(result)); });
   } else {
     waiter->promise.complete_deferring_callback(std::move(result),
                                                 [this](std::function<void()> fn) { post_in_order(std::move(fn)); });
-    if (waiter->timed) impl_.post([waiter] { waiter->timer.reset(); });
   }
 }
 

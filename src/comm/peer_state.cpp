@@ -647,6 +647,7 @@ void PeerState::close_all(const Error& error) {
   disable_inline();
   draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
+  recv_timer_.reset();  // the recvs waiting fail below
   if (impl_.scheduler) impl_.scheduler->cancel(this);
   if (auto dial = std::move(pending_dial_)) dial->cancel();
   if (active_) {

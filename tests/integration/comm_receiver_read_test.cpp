@@ -10,6 +10,9 @@
 #include <string>
 #include <thread>
 
+#include <condition_variable>
+#include <mutex>
+
 #include "comm_fixture.h"
 
 namespace wcomm::testing {
@@ -44,6 +47,62 @@ TEST(CommReceiverRead, ABlockedRecvWithATimeoutReadsItsOwnMessageAndItsTimeoutSt
   // Nothing was lost: the next message goes to the next recv.
   wait_value(p.a->send(Value("next"), p.a->peer("node-b"), {}, {.tag = 2}));
   EXPECT_EQ(wait_value(p.b->recv(a, {.tag = 2, .timeout = Seconds(10)})).value, Value("next"));
+}
+
+// One timer per peer serves every recv's deadline (PeerState::arm_recv_timer): a recv that
+// comes with an earlier deadline than the ones waiting has it armed again, and recvs end in
+// the order of their deadlines, whatever the order they came in (under load, several due at
+// once still end in that order).
+TEST(CommRecvDeadlines, RecvsEndInTheOrderOfTheirDeadlinesWhateverTheOrderTheyCameIn) {
+  std::mutex mu;  // before the Comms: their callbacks use these
+  std::condition_variable cv;
+  std::vector<std::uint32_t> ended;  // by the callbacks, in completion order
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  std::vector<Future<Received>> recvs;
+  // The first recv has the timer armed 30 s ahead; each later one, due sooner, arms it again.
+  // (The pause after the first lets the loop arm it for 30 s before the others come, so that
+  // they take the re-arming path; the assertions hold however long the loop takes.)
+  const std::vector<std::pair<std::uint32_t, double>> tag_timeout{{1, 30}, {2, 0.2}, {3, 0.4}, {4, 0.3}};
+  for (const auto& [tag, timeout] : tag_timeout) {
+    if (tag == 2) std::this_thread::sleep_for(50ms);
+    recvs.push_back(p.b->recv(a, {.tag = tag, .timeout = Seconds(timeout)}));
+    recvs.back().then([&, tag = tag](Result<Received> r) {
+      EXPECT_FALSE(r.ok());
+      std::lock_guard lock(mu);
+      ended.push_back(tag);
+      cv.notify_all();
+    });
+  }
+  // (A Future is ready when its result is set; its callback runs after, on the loop.)
+  const auto ended_count = [&](std::size_t n) {
+    std::unique_lock lock(mu);
+    return cv.wait_for(lock, 10s, [&] { return ended.size() >= n; });
+  };
+  EXPECT_TRUE(ended_count(3));
+  EXPECT_FALSE(recvs[0].ready()) << "the 30 s recv ended with the others";
+  recvs[0].cancel();
+  EXPECT_TRUE(ended_count(4));
+  std::lock_guard lock(mu);
+  EXPECT_EQ(ended, (std::vector<std::uint32_t>{2, 4, 3, 1}));
+}
+
+TEST(CommRecvDeadlines, ACancelledOrCompletedRecvLeavesNoDeadlineBehind) {
+  auto p = connected_pair();
+  const Peer& a = p.b->peer("node-a");
+  auto cancelled = p.b->recv(a, {.tag = 1, .timeout = Seconds(0.2)});
+  cancelled.cancel();
+  auto r = wait_result(std::move(cancelled));
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kCancelled);
+  auto served = p.b->recv(a, {.tag = 1, .timeout = Seconds(0.2)});
+  wait_value(p.a->send(Value("in time"), p.a->peer("node-b"), {}, {.tag = 1}));
+  EXPECT_EQ(wait_value(std::move(served)).value, Value("in time"));
+  // Past both deadlines, a recv without one is not ended by either.
+  auto later = p.b->recv(a, {.tag = 1});
+  EXPECT_EQ(later.wait_for(400ms), nullptr);
+  wait_value(p.a->send(Value("later"), p.a->peer("node-b"), {}, {.tag = 1}));
+  EXPECT_EQ(wait_value(std::move(later)).value, Value("later"));
 }
 
 TEST(CommReceiverRead, BlockedRecvIntoReadsItsOwnMessageIntoItsTensor) {
