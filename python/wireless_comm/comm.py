@@ -314,7 +314,11 @@ class Comm:
         """Sends object (with optional piggypayload metadata) to dst on options.tag. Waits for
         queue capacity unless options.wait_for_capacity is False. Cancelling the awaiting task
         cancels the send: a queued message is removed; one already on the wire aborts its
-        connection. Tensors and bytes are borrowed until this returns."""
+        connection. Tensors and bytes are borrowed until this returns.
+
+        A failure says whether the message was certainly not delivered (every error but one) or
+        may have been (DeliveryUnknownError, with options.ack): send it again with the same
+        options.retry_key and a wcomm peer delivers it once."""
         if self._closed:
             raise ConnectionClosedError("the Comm is closed")
         o = options or _DEFAULT_OPTIONS
