@@ -13,6 +13,12 @@
 // a broken connection may lose it), an acked send that failed with DeliveryUnknown (it went
 // out whole, its ACK never came), a send whose sender was killed before it completed; each
 // still at most once.
+// Retries (CommOptions::retry_key): an acked send carries a key, and one that fails with
+// DeliveryUnknown is sent again with the same key, up to 3 times, as an application would.
+// Such a message is delivered at most once per receiver incarnation (a restarted receiver
+// no longer knows the keys), and once if a try was acknowledged; it is exempt from the order
+// check (a retry is a later send), and a try that failed for certain says nothing of the
+// earlier ones.
 //
 // n0 is this test process; n1 and n2 are this binary again, running CommRandomFaults.PeerRole
 // (which skips unless started so). n0 reaches n1 and n2 over TCP through FaultProxy (one proxy
@@ -198,6 +204,10 @@ void send_until_stopped(Comm& comm, int self, int inc, std::uint64_t seed, Log& 
     Clock::time_point cancel_at;
     bool cancelled = false;
     Future<SendResult> done;
+    int dst = 0;
+    Value message;          // kept for a retry (acked sends only)
+    CommOptions options;
+    int tries = 1;
   };
   std::deque<InFlight> window;
   const auto log_result = [&](const InFlight& f, const Result<SendResult>* r) {
@@ -207,7 +217,18 @@ void send_until_stopped(Comm& comm, int self, int inc, std::uint64_t seed, Log& 
   const auto poll = [&] {
     for (auto it = window.begin(); it != window.end();) {
       if (it->done.ready()) {
-        log_result(*it, &it->done.wait());
+        const Result<SendResult>& r = it->done.wait();
+        if (!r.ok() && r.error().code == ErrorCode::kDeliveryUnknown && it->options.retry_key && it->tries < 3 && !stop) {
+          // The outcome is unknown: the same message again, with the same retry key.
+          log.line(fmt::format("Y {} {}", it->key, now_ns()));
+          it->done = comm.send(it->message, comm.peer(node_name(it->dst)), {}, it->options);
+          it->tries += 1;
+          it->cancelled = false;
+          it->cancel_at = Clock::time_point::max();
+          ++it;
+          continue;
+        }
+        log_result(*it, &r);
         it = window.erase(it);
         continue;
       }
@@ -252,6 +273,12 @@ void send_until_stopped(Comm& comm, int self, int inc, std::uint64_t seed, Log& 
     InFlight f;
     f.key = key;
     f.cancel_at = Clock::time_point::max();
+    f.dst = dst;
+    if (options.ack) {
+      options.retry_key = std::hash<std::string>{}(key);  // one per message, the same for its retries
+      f.message = message;
+      f.options = options;
+    }
     f.done = comm.send(std::move(message), comm.peer(node_name(dst)), {}, options);
     // Some sends are cancelled: at once (racing the loop's first write of it) or a little later.
     if (chance(0.04)) {
@@ -418,6 +445,7 @@ struct Send {
   std::int64_t end_ns = 0;
   std::vector<int> delivered_to;  // the receiver's incarnation, per delivery
   std::int64_t delivered_ns = 0;  // when last delivered
+  int retries = 0;                // "Y" lines: sent again with its retry key
 };
 
 struct Run {  // what the test did to the processes
@@ -460,7 +488,8 @@ std::string describe(const Key& k, const Send& s, const Run& run) {
 
 struct Summary {
   int sent = 0, acked = 0, delivered = 0, failed = 0, unknown = 0, unknown_delivered = 0, orphans = 0,
-      orphans_delivered = 0, lost_no_ack = 0, lost_receiver_killed = 0, cancels = 0, chunked = 0;
+      orphans_delivered = 0, lost_no_ack = 0, lost_receiver_killed = 0, cancels = 0, chunked = 0, retried = 0,
+      retried_delivered = 0;
   std::map<std::string, int> failures_by_code;
 };
 
@@ -490,11 +519,15 @@ std::vector<std::string> check_logs(const std::filesystem::path& dir, const Run&
         settled.insert({node, inc});
         continue;
       }
-      if (kind != "S" && kind != "R" && kind != "D") continue;
+      if (kind != "S" && kind != "R" && kind != "D" && kind != "Y") continue;
       int src = 0, inc = 0, dst = 0, tag = 0;
       std::uint64_t seq = 0;
       s >> src >> inc >> dst >> tag >> seq;
       const Key key{src, inc, dst, tag, seq};
+      if (kind == "Y") {
+        sends[key].retries += 1;
+        continue;
+      }
       if (kind == "S") {
         Send& x = sends[key];
         int ack = 0;
@@ -522,6 +555,7 @@ std::vector<std::string> check_logs(const std::filesystem::path& dir, const Run&
   std::map<std::tuple<int, int, int, int>, const Delivery*> last;  // the highest seq so far
   for (const auto& d : deliveries) {
     const auto& [src, inc, dst, tag, seq] = d.key;
+    if (sends[d.key].retries > 0) continue;  // a retry is a later send: its place is its own
     auto [it, fresh] = last.try_emplace({src, inc, dst, tag}, &d);
     const Delivery& before = *it->second;
     if (!fresh && seq < std::get<4>(before.key)) {
@@ -549,9 +583,14 @@ std::vector<std::string> check_logs(const std::filesystem::path& dir, const Run&
     sum.acked += s.ack;
     sum.cancels += s.cancelled;
     sum.chunked += s.size > kChunkBytes;
-    if (n > 1)
+    // At most once; a retried message at most once per receiver incarnation (a restarted
+    // receiver no longer knows the retry keys it delivered).
+    const std::set<int> incarnations(s.delivered_to.begin(), s.delivered_to.end());
+    if (s.retries > 0 ? incarnations.size() < n : n > 1)
       problems.push_back(fmt::format("{} was delivered {} times (last at {}){}", what, n, at(s.delivered_ns, run),
                                      faults_between(s.start_ns - 200'000'000, s.delivered_ns, run)));
+    sum.retried += s.retries > 0;
+    sum.retried_delivered += s.retries > 0 && n > 0;
     const std::string error = fmt::format("{} (\"{}\")", s.code, s.message);
     if (s.outcome == "ok") {
       if (n > 0) ++sum.delivered;
@@ -561,8 +600,9 @@ std::vector<std::string> check_logs(const std::filesystem::path& dir, const Run&
         problems.push_back(fmt::format("{} completed (acknowledged) but was never delivered{}", what,
                                        faults_between(s.start_ns - 200'000'000, s.end_ns, run)));
     } else if (s.outcome == "err") {
-      // Only DeliveryUnknownError says "may have been delivered"; every other error, certainly not.
-      const bool unknown = s.ack && s.code == "DeliveryUnknownError";
+      // Only DeliveryUnknownError says "may have been delivered"; every other error, certainly
+      // not: of the last try, that is, so a retried message's earlier tries may have been.
+      const bool unknown = s.ack && (s.code == "DeliveryUnknownError" || s.retries > 0);
       if (!s.ack && s.code == "DeliveryUnknownError")
         problems.push_back(fmt::format("{} failed with {}, yet only an acked send can be unknown", what, error));
       if (unknown) {
@@ -587,7 +627,7 @@ std::vector<std::string> check_logs(const std::filesystem::path& dir, const Run&
     // n0's process is never stopped: its sends complete by their timeouts (plus the loop's lag).
     if (src == 0 && s.timeout_ms >= 0 && !s.outcome.empty() && s.outcome != "hang") {
       const std::int64_t took_ms = (s.end_ns - s.start_ns) / 1000000;
-      if (took_ms > s.timeout_ms + kTimeoutSlack.count())
+      if (took_ms > (s.retries + 1) * (s.timeout_ms + kTimeoutSlack.count()))  // (each try has its timeout)
         problems.push_back(fmt::format("{} completed {} ({}) {} ms after it was sent, past its timeout", what, s.outcome,
                                        s.outcome == "ok" ? "ok" : error, took_ms));
     }
@@ -792,10 +832,12 @@ void run_seed(std::uint64_t seed, std::chrono::seconds fault_time, bool long_run
   for (const auto& [kind, count] : run.faults) faults += fmt::format("{}{} {}", faults.empty() ? "" : ", ", kind, count);
   for (const auto& [code, count] : sum.failures_by_code) failures += fmt::format("{}{} {}", failures.empty() ? "" : ", ", code, count);
   std::printf("[ summary  ] seed %llu (n1<->n2 over %s): sent %d (%d acked, %d above chunk_bytes, %d cancelled), "
-              "delivered %d, failed %d (%s), unknown %d (%d of them delivered), sender killed first %d (%d delivered), "
+              "delivered %d, failed %d (%s), unknown %d (%d of them delivered), retried %d (%d delivered), "
+              "sender killed first %d (%d delivered), "
               "completed but lost %d (no ack) + %d (receiver killed); faults: %s; %d violations; %.1f s\n",
               static_cast<unsigned long long>(seed), plan.link12 == "auto" ? "shm" : "unix", sum.sent, sum.acked,
               sum.chunked, sum.cancels, sum.delivered, sum.failed, failures.c_str(), sum.unknown, sum.unknown_delivered,
+              sum.retried, sum.retried_delivered,
               sum.orphans, sum.orphans_delivered, sum.lost_no_ack, sum.lost_receiver_killed, faults.c_str(),
               int(problems.size()), std::chrono::duration<double>(Clock::now() - started).count());
   std::fflush(stdout);
