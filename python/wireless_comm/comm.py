@@ -380,7 +380,12 @@ class Comm:
         try:
             return await fut
         except asyncio.CancelledError:
-            self._abandon(waiter)
+            if fut.done() and not fut.cancelled() and fut.exception() is None:
+                # Its message came just before the cancel, which asyncio delivers anyway (the
+                # task had not resumed yet): it goes to the next recv on its key, not lost.
+                self._rehome(key, fut.result())
+            else:
+                self._abandon(waiter)
             raise
 
     def _spin_budget(self) -> int:

@@ -162,3 +162,32 @@ def test_a_recv_cancelled_as_its_message_arrives_passes_it_on(transport):
             await b.close()
 
     run(main())
+
+
+@pytest.mark.parametrize("transport", TRANSPORTS)
+def test_a_recv_whose_message_came_just_before_its_cancel_passes_it_on(transport):
+    # The exact race the test above meets by chance: the recv's future is resolved (its
+    # completion drained) and its task is cancelled before it resumes, so asyncio throws
+    # CancelledError into it and the result would be dropped. It used to lose the message.
+    # Nothing yields between the recv's parking and its cancel: the send is the core's own
+    # call, and the completion is waited for and drained by hand.
+    async def main():
+        async with _pair_on_a_loop(transport, busy=False) as (a, b):
+            src = b.peer("node-a")
+            await a.send("connect", a.peer("node-b"), options=CommOptions(tag=1))
+            assert await b.recv(src, CommOptions(tag=1)) == ("connect", None)
+            task = asyncio.create_task(b.recv(src, CommOptions(tag=8)))
+            await asyncio.sleep(0)  # the recv is posted and waits
+            (op,) = [op for op, w in b._recv_ops.items() if w is not None]
+            a._core.send("first", "node-b", None, 8, None, True, 0)
+            while op in b._recv_ops:  # until the recv's completion is drained (not an event's)
+                assert b._core.spin(int(LIMIT_S * 1e6)), "no completion came"
+                b._on_ready()  # resolves the recv's future now; its task resumes later
+            assert task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            await a.send("second", a.peer("node-b"), options=CommOptions(tag=8))
+            assert await asyncio.wait_for(b.recv(src, CommOptions(tag=8)), LIMIT_S) == ("first", None)
+            assert await asyncio.wait_for(b.recv(src, CommOptions(tag=8)), LIMIT_S) == ("second", None)
+
+    run(main())
