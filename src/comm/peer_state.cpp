@@ -616,7 +616,12 @@ void PeerState::on_connection_lost(Connection& connection, const Error& error, b
     auto in = inbox_.lock();
     if (refused_tag) refused_owner = in.route_refusal(*refused_tag, error);
     const bool reading_in_place = in.reading_in_place();
-    waiting = in.take_waiters(recv_error);
+    // Recvs wait on the peer, not on one connection. One that ended cleanly while another to
+    // the same peer lives (both sides dialed at once) leaves them to that one, which may still
+    // bring their messages (a peer closing writes its last words on the connection it sends
+    // on, and its end may be read on the other first); they fail when the last one ends. A
+    // broken protocol fails them at once.
+    if (connections_.empty() || error.code != ErrorCode::kConnectionClosed) waiting = in.take_waiters(recv_error);
     // A stream that broke with nobody waiting (a protocol error) must not vanish either: the
     // next recv on this peer that finds nothing queued reports it. The first such error is
     // kept; later ones are counted and logged, never overwrite it.

@@ -100,6 +100,32 @@ TEST(CommSession, ASideBusySendingOnOneConnectionStillHeartbeatsOnAnother) {
   stuck.cancel();
 }
 
+TEST(CommSession, ARecvOutlivesAConnectionThatEndsWhileAnotherToThePeerLives) {
+  // node-a (by hand) holds two connections to node-b, as simultaneous dials leave; it ends one
+  // and sends on the other. A recv waiting on node-a is not failed by the first end: the
+  // message comes on the second (a peer's last words, an abort, say, may come that way after
+  // its other connection's end was read). It used to fail with ConnectionClosedError.
+  auto p = make_pair({}, fast_heartbeats());
+  const std::vector<std::string> features{"heartbeat=1", "incarnation=00000000000000dd"};
+  auto first = std::make_unique<RawClient>(p.b->port());
+  raw_handshake(*first, features, "00000000000000000000000000000010");
+  RawClient second(p.b->port());
+  raw_handshake(second, features, "00000000000000000000000000000011");
+  auto waiting = p.b->recv(p.b->peer("node-a"), {.tag = 4});
+  first.reset();  // its end (EOF) reaches node-b
+  EXPECT_EQ(waiting.wait_for(300ms), nullptr) << "the recv failed with the first connection's end";
+  second.write(flatten(encode_data(Value("last words"), {}, 4, 1).value()));
+  auto r = wait_result(std::move(waiting));
+  ASSERT_TRUE(r.ok()) << r.error().message;
+  EXPECT_EQ(r.value().value, Value("last words"));
+  // When the last connection ends, a waiting recv fails, with the reason.
+  auto last = p.b->recv(p.b->peer("node-a"), {.tag = 4});
+  second.close();
+  auto ended = wait_result(std::move(last));
+  ASSERT_FALSE(ended.ok());
+  EXPECT_EQ(ended.error().code, ErrorCode::kConnectionClosed) << ended.error().message;
+}
+
 TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
   auto p = make_pair({}, fast_heartbeats());
   auto waiting = p.b->recv(p.b->peer("node-a"));  // no timeout
