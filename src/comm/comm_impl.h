@@ -89,7 +89,7 @@ struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> 
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
   // Its timeout, as data (set before the waiter is shared): the peer's one timer on the loop
-  // ends it at its deadline (PeerState::arm_recv_timer), whoever reads for it meanwhile.
+  // ends it at its deadline (PeerState::expire_due_recvs), whoever reads for it meanwhile.
   std::optional<Seconds> timeout;
   Clock::time_point deadline = Clock::time_point::max();
   Inbox::Deadlines::iterator deadline_entry;  // in the inbox's deadlines, while waiting
@@ -287,8 +287,7 @@ class PeerState {
   // Loop: one timer per peer, for the earliest deadline of the recvs waiting. Armed again
   // when a recv comes with an earlier deadline than it is set for (Inbox::Locked::park: the
   // caller posts it only then; in a stream of recvs with one timeout, never), and when it
-  // fires, after failing the recvs whose deadline came.
-  void arm_recv_timer();
+  // fires: it fails the recvs whose deadline came, then arms the timer for the next one.
   void expire_due_recvs();
   // A parked recv whose deadline asks the timer to be armed earlier (park returned true).
   void rearm_for(const std::shared_ptr<RecvWaiter>& waiter);
@@ -443,7 +442,7 @@ class PeerState {
   std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
   // Receive side, shared with callers' threads under the inbox's own lock.
   Inbox inbox_;
-  std::optional<asio::steady_timer> recv_timer_;  // loop only: see arm_recv_timer
+  std::optional<asio::steady_timer> recv_timer_;  // loop only: see expire_due_recvs
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};

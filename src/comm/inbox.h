@@ -55,7 +55,7 @@ class Inbox {
     bool waiting(std::uint32_t tag) const;  // a recv waits on tag
     bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
     // Parks a recv. True: it has the earliest deadline of all, earlier than the loop's timer is
-    // armed for, so the loop must arm it again (PeerState::arm_recv_timer).
+    // armed for, so the loop must arm it again (PeerState::expire_due_recvs).
     [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line = false);
     // Takes a waiter out (cancel, timeout): false if it is done, or a frame is being read
     // into it (it completes with that frame).

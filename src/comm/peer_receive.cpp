@@ -72,15 +72,11 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
 }
 
 void PeerState::rearm_for(const std::shared_ptr<RecvWaiter>& waiter) {
-  if (!impl_.post([this] { arm_recv_timer(); })) cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
-}
-
-void PeerState::arm_recv_timer() {
-  if (closing()) return;
-  expire_due_recvs();
+  if (!impl_.post([this] { expire_due_recvs(); })) cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
 }
 
 void PeerState::expire_due_recvs() {
+  if (closing()) return;  // close_all failed every recv
   Clock::time_point next;
   std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next);
   for (auto& w : due) complete_recv(w, timeout_error("recv", peer_, *w->timeout), /*by_loop=*/true, nullptr);
