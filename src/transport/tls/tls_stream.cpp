@@ -21,8 +21,11 @@
 #include <climits>
 #include <cstring>
 #include <ctime>
+#include <functional>
 #include <mutex>
 #include <optional>
+#include <utility>
+#include <vector>
 
 #include "transport/socket_stream.h"
 #include "transport/thread_waker.h"
@@ -140,9 +143,16 @@ class TlsStream final : public Connection {
   }
 
   void async_write(std::vector<asio::const_buffer> buffers, IoHandler handler) override {
+    if (handshaking())
+      return after_handshake(false, [this, buffers = std::move(buffers), handler = std::move(handler)](
+                                        std::error_code ec) mutable {
+        if (ec) return handler(ec, 0);
+        transfer(std::move(buffers), 0, std::move(handler), false);
+      });
     transfer(std::move(buffers), 0, std::move(handler), true);
   }
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) override {
+    if (handshaking()) return 0;  // the handshake's driver alone touches the SSL object until done
     bool want_read = false;
     return write_some(buffers, 0, ec, want_read);
   }
@@ -156,6 +166,7 @@ class TlsStream final : public Connection {
 
   std::size_t try_read(const std::vector<asio::mutable_buffer>& buffers, std::size_t skip,
                        std::error_code& ec) override {
+    if (handshaking()) return 0;
     std::size_t total = 0;
     for (const auto& b : buffers) {
       if (skip >= b.size()) {
@@ -177,16 +188,25 @@ class TlsStream final : public Connection {
     return total;
   }
   std::size_t try_peek(void* data, std::size_t size, std::error_code& ec) override {
+    if (handshaking()) return 0;
     const int n = ssl_call([&] { return SSL_peek(ssl_, data, static_cast<int>(std::min<std::size_t>(size, INT_MAX))); }, ec,
                              true);
     return n > 0 ? static_cast<std::size_t>(n) : 0;
   }
 
   void async_wait_readable(std::function<void(std::error_code)> handler) override {
+    // After the handshake the reader reads (a failed one's error too: try_read names it).
+    if (handshaking())
+      return after_handshake(true, [handler = std::move(handler)](std::error_code ec) {
+        handler(ec == asio::error::operation_aborted ? ec : std::error_code());
+      });
     if (decrypted_waiting()) return asio::post(executor_, [handler = std::move(handler)] { handler({}); });
     watch(read_watch_, asio::posix::stream_descriptor::wait_read, std::move(handler));
   }
-  void stop_waiting_readable() override { read_watch_.reset(); }
+  void stop_waiting_readable() override {
+    read_watch_.reset();
+    abort_waiters(true);
+  }
 
   Prepared prepare_wait(std::vector<pollfd>& fds) override {
     // Bytes OpenSSL already decrypted are not on the socket any more.
@@ -198,11 +218,15 @@ class TlsStream final : public Connection {
   void shutdown() override {
     read_watch_.reset();
     write_watch_.reset();
+    handshake_watch_.reset();
+    abort_waiters(false);
     if (bio_state_.fd >= 0) ::shutdown(bio_state_.fd, SHUT_RDWR);
   }
   void close() override {
     read_watch_.reset();
     write_watch_.reset();
+    handshake_watch_.reset();
+    abort_waiters(false);
     std::lock_guard lock(mu_);
     if (bio_state_.fd < 0) return;
     ::shutdown(bio_state_.fd, SHUT_RDWR);
@@ -230,6 +254,58 @@ class TlsStream final : public Connection {
   }
 
  private:
+  // ---- the handshake ----
+  // One driver (SSL_do_handshake on the loop) runs it; reads and writes wait for it. Were a
+  // write and a read each to drive it and wait for the socket on their own, one could take
+  // the server's reply from the socket while the other waits for it to be readable: that
+  // wait is never woken (nothing more comes until the dialer's HELLO is written).
+
+  bool handshaking() {
+    std::lock_guard lock(mu_);
+    return !handshake_done_ && !failed_;
+  }
+
+  // Loop: runs then(ec) once the handshake is done (ec empty) or failed; `reading` marks a
+  // wait for readable, which stop_waiting_readable ends. The driver starts from a wait for
+  // writable, at once on a new socket: never inside this call, and close() cancels it.
+  void after_handshake(bool reading, std::function<void(std::error_code)> then) {
+    waiters_.push_back({reading, std::move(then)});
+    if (!handshake_watch_) drive_handshake_when(asio::posix::stream_descriptor::wait_write);
+  }
+
+  void drive_handshake_when(asio::posix::stream_descriptor::wait_type what) {
+    if (std::error_code ec = watch_duplicate(handshake_watch_, executor_, bio_state_.fd)) return finish_handshake(ec);
+    handshake_watch_->async_wait(what, [this](std::error_code ec) {
+      if (ec == asio::error::operation_aborted) return;  // closed: close() ended the waiters; may be gone
+      if (ec) return finish_handshake(ec);
+      bool want_read = false;
+      ssl_call([&] { return SSL_do_handshake(ssl_); }, ec, false, &want_read);
+      {
+        std::lock_guard lock(mu_);
+        handshake_done_ = SSL_is_init_finished(ssl_) && !failed_;
+      }
+      if (ec || !handshaking()) return finish_handshake(ec);
+      drive_handshake_when(want_read ? asio::posix::stream_descriptor::wait_read
+                                     : asio::posix::stream_descriptor::wait_write);
+    });
+  }
+
+  void finish_handshake(std::error_code ec) {
+    handshake_watch_.reset();
+    for (auto& w : std::exchange(waiters_, {}))
+      asio::post(executor_, [then = std::move(w.then), ec] { then(ec); });
+  }
+
+  // Ends the waiters (only those for readable if reads_only) with operation_aborted.
+  void abort_waiters(bool reads_only) {
+    auto kept = std::stable_partition(waiters_.begin(), waiters_.end(), [&](const Waiter& w) { return reads_only && !w.reading; });
+    for (auto it = kept; it != waiters_.end(); ++it)
+      asio::post(executor_, [then = std::move(it->then)] { then(asio::error::operation_aborted); });
+    waiters_.erase(kept, waiters_.end());
+  }
+
+  // ---- reads and writes ----
+
   // Whether a read would find something without the socket: decrypted bytes, or (read
   // ahead) whole records OpenSSL took from the socket but has not opened yet. After a read
   // that wanted more, what OpenSSL holds is part of a record: only the socket can complete it.
@@ -375,12 +451,19 @@ class TlsStream final : public Connection {
   asio::any_io_executor executor_;
   std::shared_ptr<const TlsContext> context_;
   std::string description_;
-  mutable std::mutex mu_;  // every SSL call, bio_state_, failed_, pending_write_
+  mutable std::mutex mu_;  // every SSL call, bio_state_, failed_, pending_write_, handshake_done_
   SSL* ssl_ = nullptr;
   SocketBio bio_state_;
   std::optional<std::error_code> failed_;
   bool pending_write_ = false;  // OpenSSL holds a record that the socket did not take yet
   bool starved_ = false;        // the last read wanted more from the socket
+  bool handshake_done_ = false;
+  struct Waiter {
+    bool reading;
+    std::function<void(std::error_code)> then;
+  };
+  std::vector<Waiter> waiters_;                                   // loop only: for the handshake
+  std::optional<asio::posix::stream_descriptor> handshake_watch_;  // loop only
   char scratch_[kRecord];       // the writer's (one writer at a time)
   std::optional<asio::posix::stream_descriptor> read_watch_, write_watch_;  // loop only
 };

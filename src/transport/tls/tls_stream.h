@@ -1,6 +1,6 @@
 // TlsStream: a Connection that is TLS 1.3 over a connected stream socket (CommConfig::tls).
-// The handshake runs inside the first reads and writes, so the Comm's handshake deadline and
-// bound on pending handshakes cover it too. Thread model: docs/thread-model.md, "TLS".
+// The handshake runs on the loop, started by the first write or wait for readable, which wait
+// for it; the Comm's handshake deadline and bound on pending handshakes cover it too. Thread model: docs/thread-model.md, "TLS".
 #pragma once
 
 #include <memory>
