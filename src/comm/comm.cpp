@@ -17,6 +17,11 @@
 
 namespace wcomm {
 
+Error timeout_error(const char* what, const Peer& peer, Seconds timeout) {
+  return {ErrorCode::kOperationTimeout, std::string(what) + " to/from '" + peer.node_id + "' timed out after " +
+                                            seconds_text(timeout.count()) + " s"};
+}
+
 std::string seconds_text(double seconds) {
   char text[32];
   std::snprintf(text, sizeof text, "%g", seconds);
@@ -106,7 +111,7 @@ void Comm::Impl::on_accepted(std::unique_ptr<transport::Connection> stream) {
       return;
     }
     stats.connections_accepted.fetch_add(1, std::memory_order_relaxed);
-    connection->peer()->add_connection(connection);
+    connection->peer()->session().add_connection(connection);
   });
 }
 
@@ -161,7 +166,7 @@ void Comm::Impl::close_from_loop() {
   for (auto& listener : listeners) listener->close();
   if (same_host_listener) same_host_listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
-  for (auto& [name, peer] : peers) peer->close_all(error);
+  for (auto& [name, peer] : peers) peer->session().close_all(error);
   scheduler->close();
   auto pending = std::move(handshaking);
   handshaking.clear();
@@ -387,7 +392,7 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
     const std::uint64_t small = impl_->spec.comm.chunk_bytes ? impl_->spec.comm.chunk_bytes : 256ull << 10;
     priority = frame.payload_bytes <= small ? Priority::kHigh : Priority::kBulk;
   }
-  return state->send_from_caller(std::move(frame), id, priority, options);
+  return state->outbox().send_from_caller(std::move(frame), id, priority, options);
 }
 
 namespace {
@@ -406,8 +411,8 @@ void run_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation>
 }  // namespace
 
 void OutMessage::cancel() {
-  run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<OutMessage>& m) {
-    state->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
+  run_on_loop(comm, weak_from_this(), [outbox = outbox](const std::shared_ptr<OutMessage>& m) {
+    outbox->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
   });
 }
 
@@ -492,7 +497,7 @@ void Comm::drop_connections(const Peer& peer, const std::string& reason) {
   PeerState* state = impl_->find_peer(peer.node_id);
   if (!state) return;
   // Not posted once the loop has finished: Comm::close ended every connection already.
-  impl_->post([state, reason] { state->drop_connections(Error{ErrorCode::kConnectionClosed, reason}); });
+  impl_->post([state, reason] { state->session().drop_connections(Error{ErrorCode::kConnectionClosed, reason}); });
 }
 
 void Comm::register_record(const std::string& type_id, std::uint32_t version) {

@@ -28,6 +28,8 @@
 #include "comm/egress_scheduler.h"
 #include "comm/frame_reader.h"
 #include "comm/inbox.h"
+#include "comm/outbox.h"
+#include "comm/peer_session.h"
 #include "comm/read_owner.h"
 #include "core/operation.h"
 #include "transport/thread_waker.h"
@@ -41,45 +43,7 @@ class PeerState;
 class Connection;
 using Clock = std::chrono::steady_clock;
 
-// A message on its way out: queued, being written, or done.
 std::string new_connection_id();
-
-struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
-  // kAwaitingAck: written; the promise waits for the peer's ACK (CommOptions::ack).
-  enum class State { kWaitingForCapacity, kQueued, kActive, kAwaitingAck, kDone };
-  std::uint64_t id = 0;
-  std::uint32_t tag = 0;
-  EncodedFrame frame;
-  Promise<SendResult> promise;
-  State state = State::kWaitingForCapacity;
-  std::optional<asio::steady_timer> timer;
-  std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
-  std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
-  bool wants_ack = false;            // CommOptions::ack
-  Connection* ack_connection = nullptr;  // kAwaitingAck: the connection it was written on
-  std::uint64_t acked_wire_bytes = 0;    // kAwaitingAck: the frame's size, for SendResult
-  // The peer's ACK was read before this side's write completion ran (both wait on the loop;
-  // a reading caller's thread can take the ACK first): finish_active completes it at once.
-  bool acked_early = false;
-  std::shared_ptr<Connection> inline_connection;  // the connection those bytes went to
-  // Scheduling (loop): the priority class (Priority, resolved: kHigh first), compression.
-  Priority priority = Priority::kBulk;
-  Compression compress = Compression::kAuto;
-  // A chunked message: written as its head, then CHUNK frames, between other messages.
-  bool chunked = false;
-  std::uint64_t payload_sent = 0;          // of frame.payload_bytes, in CHUNKs written
-  Connection* stream_connection = nullptr;  // the connection its chunks go to
-  int failed_compressions = 0;              // chunks that did not shrink
-  bool incompressible = false;              // stop trying
-  bool sampled = false;                     // the compressibility sample was taken
-  PeerState* peer = nullptr;
-  std::weak_ptr<Comm::Impl> comm;
-  std::uint64_t bytes() const { return frame.wire_bytes(); }
-  std::uint32_t frame_tag() const { return tag; }
-  std::vector<asio::const_buffer> gather() const;
-  std::vector<asio::const_buffer> payload_gather() const;  // the segments only
-  void cancel() override;  // Future::cancel(): removes it from the queue, or aborts its write
-};
 
 // A recv() waiting for a message on one tag.
 struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> {
@@ -256,32 +220,19 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   std::unordered_map<std::uint64_t, IntoClaim> frames_into_;
 };
 
+// One configured peer: its session (peer_session.h: connections, dialing, incarnation), its
+// outbox (outbox.h: the sends) and its receive side (peer_receive.cpp: recvs, delivery,
+// completions, over the Inbox's state). Each part has its own lock, or none.
 class PeerState {
  public:
   PeerState(Comm::Impl& impl, Peer peer);
   const Peer& peer() const { return peer_; }
+  PeerSession& session() { return session_; }
+  const PeerSession& session() const { return session_; }
+  Outbox& outbox() { return outbox_; }
+  PeerStats stats() const { return session_.stats(); }  // any thread
 
-  // The session with this peer, as docs/thread-model.md draws it: idle -> dialing -> up ->
-  // draining -> closed, and back to dialing when a connection fails with sends queued. Loop
-  // only; derived from what the loop holds, so it cannot disagree with it.
-  enum class Session { kIdle, kDialing, kUp, kDraining, kClosed };
-  Session session() const;
-  static const char* session_name(Session s);
-  // Any thread: how the peer is reached now.
-  PeerStats stats() const;
-
-  // Caller's thread: Comm::send's encoded frame. When the peer is idle (connection up, nothing
-  // queued or being written) it is written right here, with no hop to the loop, and a whole
-  // write completes the Future at once (no OutMessage is made); otherwise, or for what the
-  // kernel did not take at once, the message goes to the loop in FIFO order.
-  Future<SendResult> send_from_caller(EncodedFrame frame, std::uint64_t id, Priority priority,
-                                      const CommOptions& options);
-  // Loop: no more writes from callers' threads until the peer is idle again.
-  void disable_inline();
-  void refresh_inline();
-  void pump();  // starts the next queued write if possible, then re-decides the fast path
-  void submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options);
-  void cancel_send(const std::shared_ptr<OutMessage>& message, Error error);
+  // ---- receive side (peer_receive.cpp) ----
   // Caller's thread: completes or parks a recv at once (its deadline with it, if any).
   void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
   // Loop: one timer per peer, for the earliest deadline of the recvs waiting. Armed again
@@ -308,14 +259,6 @@ class PeerState {
   // Any thread: whether the connection a waiting thread would read is left to such a thread.
   bool loop_stands_down();
   void cancel_recv(const std::shared_ptr<RecvWaiter>& waiter, Error error);
-
-  void add_connection(std::shared_ptr<Connection> connection);
-  // refused_tag: the connection ended because this side refused a DATA frame on that tag
-  // (FrameReader::refused_tag): error goes to the recv that would have received it.
-  void on_connection_lost(Connection& connection, const Error& error, bool local,
-                          std::optional<std::uint32_t> refused_tag = std::nullopt);
-  // Loop: ends every established connection (Comm::drop_connections), as a local failure.
-  void drop_connections(const Error& error);
   // A decoded message from connection `from` of this peer, read on the loop or not (then
   // callbacks go to the loop). The loop's callbacks go to `later` (see ReadOwner). False: the
   // message was dropped, its connection superseded (Inbox::Locked::admit); nothing acks it.
@@ -332,13 +275,6 @@ class PeerState {
                             Result<Received> result, bool by_loop, Later& later);
   // Any thread: whether more than `beyond` recvs on this peer are waiting.
   bool recvs_waiting(std::size_t beyond = 0);
-  // Loop: an idle connection's heartbeat, written unless a frame is on its way (then the
-  // frame itself says the connection lives).
-  void send_heartbeat(Connection& connection);
-  // Loop: a frame that asked for an ACK was read on connection: acknowledge it when the
-  // connection is free to write; an ACK came for message_ids this side sent.
-  void queue_ack(const std::shared_ptr<Connection>& connection, std::uint64_t message_id);
-  void on_acks(const std::vector<std::uint64_t>& message_ids);
   // Inbound bound: true if the connection must pause until the application drains. Frames
   // being read count from when their storage is allocated (charge_partial) until they are
   // delivered or dropped (release_partial; any thread): connections that each hold most of a
@@ -346,113 +282,37 @@ class PeerState {
   bool pause_if_full(Connection& connection);
   void charge_partial(std::uint64_t bytes);
   void release_partial(std::uint64_t bytes);
-  void close_all(const Error& error);
+
+  // ---- the session's events, for the receive side (loop) ----
+  void on_connection_added(const std::shared_ptr<Connection>& connection);
+  void on_connection_removed(const std::shared_ptr<Connection>& connection);  // nullptr: all (closing)
+  // A connection ended (session().connections() no longer has it): the recvs waiting learn
+  // why, unless it was local or another connection to the peer lives on; a refused frame
+  // fails the recv it would have reached.
+  void fail_recvs_after_loss(const Error& error, bool local, std::optional<std::uint32_t> refused_tag);
+  void fail_waiting_recvs(const Error& error);  // the peer restarted
+  void close_receiving(const Error& error);     // every recv fails; the inbox takes no more
 
  private:
-  void admit_waiting();
-  void admit(const std::shared_ptr<OutMessage>& message);
-  void release(OutMessage& message);
-  void pump_queue();
-  void finish_active(std::error_code ec);
-  // The writer (peer_writer.cpp): one unit at a time (a whole frame, or a chunked message's
-  // next chunk), each written in scheduler grants when the egress scheduler is on.
-  struct Unit {
-    std::shared_ptr<OutMessage> message;
-    std::vector<asio::const_buffer> buffers;
-    std::uint64_t total = 0, written = 0;
-    std::uint64_t payload_advance = 0;  // chunked: payload bytes this unit carries
-    std::array<std::uint8_t, 36> chunk_header{};
-    std::vector<std::uint8_t> compressed;
-    Clock::time_point started;
-    std::uint64_t handed_over_base = 0;  // the connection's bytes_handed_over() at the start
-  };
-  // Whether the message's last byte is handed over already: its write's completion is on
-  // its way, and the send is delivered (a timeout, cancel or close that comes now is late).
-  bool went_out_whole(const OutMessage& message) const;
-  std::shared_ptr<OutMessage> pick_next();
-  void start_unit(const std::shared_ptr<OutMessage>& message, Connection& connection);
-  void build_chunk(Unit& unit, Connection& connection);
-  void write_unit(std::shared_ptr<Unit> unit);
-  void on_unit_written(const std::shared_ptr<Unit>& unit);
-  void fail_streaming(Connection* connection, const Error& error);  // nullptr: all
-  bool compress_chunk(Unit& unit, Connection& connection, const std::vector<asio::const_buffer>& payload,
-                      std::uint64_t n);
-  std::vector<std::shared_ptr<OutMessage>> streaming_;  // chunked messages started, not done
-  std::shared_ptr<Unit> unit_;                          // being written
-  void continue_inline_write(const std::shared_ptr<OutMessage>& message);
-
-  void ensure_connection();
-  void handshake(std::unique_ptr<transport::Connection> stream, Clock::time_point deadline,
-                 std::chrono::milliseconds backoff, std::size_t address_index);
-  void look_again_at_same_host(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
-                               std::unique_ptr<transport::Connection> other);
-  void peer_restarted(const std::string& old_incarnation, const std::string& new_incarnation);
-  void emit(PeerEvent::Kind kind, const std::string& reason);
-  void dial(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index);
-  void retry_or_give_up(Clock::time_point deadline, std::chrono::milliseconds backoff, std::size_t address_index,
-                        std::error_code ec, const std::string& why);
-  void fail_sends(const Error& error);
-  void write_acks(Connection& connection);
-  // Sends awaiting their ACK on connection (nullptr: all) fail with delivery_unknown(why).
-  void fail_awaiting_acks(Connection* connection, const std::string& why);
-  Error delivery_unknown(const std::string& why) const;
-  Connection* send_connection() const;
-  bool has_capacity_for(std::uint64_t bytes) const;
-  bool may_pass_capacity_waiters(const OutMessage& message) const;
-  void resume_paused();
   void complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop, Later* later);
   void post_in_order(std::function<void()> fn);
   void refresh_caller_read();
-  std::vector<Address> endpoints_;   // where the peer is dialed, in order
-  // endpoints_ starts with the peer's same-host name (auto, shm, unix: same_host.h) and has
-  // more; it was refused in this round of dialing (see look_again_at_same_host).
-  bool same_host_first_ = false;
-  bool same_host_refused_ = false;
-  // Since when every dial in a row was refused (none: the last was not), for the fast failure.
-  std::optional<Clock::time_point> refused_since_;
-  std::string incarnation_;          // the peer's, as its last handshake said
+  void resume_paused();
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
   void after_taken();  // a message left the inbox: a connection paused for the bound may read on
   // Ends the connections a frame's supersede flag left behind (Inbox::Locked::admit).
   void end_superseded(Connection& from, const std::vector<Connection*>& superseded);
-  // Set once this side wrote a DATA frame to the peer: a connection written on for the first
-  // time after that flags its first frame (kFlagSupersedes). Set by the loop's writer and by
-  // a caller's inline write.
-  std::atomic<bool> wrote_data_{false};
 
   Comm::Impl& impl_;
   Peer peer_;
-  // Send side.
-  std::deque<std::shared_ptr<OutMessage>> capacity_waiters_;
-  std::deque<std::shared_ptr<OutMessage>> queue_;
-  std::shared_ptr<OutMessage> active_;
-  Connection* active_connection_ = nullptr;
-  std::uint64_t queued_messages_ = 0;  // queued + active
-  std::uint64_t queued_bytes_ = 0;
-  bool dialing_ = false;  // a dial (connect and handshake, or the pause between tries) is on
-  std::optional<asio::steady_timer> backoff_timer_;
-  std::shared_ptr<transport::PendingDial> pending_dial_;
-  std::unordered_map<std::uint64_t, std::shared_ptr<OutMessage>> awaiting_ack_;  // by message_id
-  std::vector<std::shared_ptr<Connection>> connections_;  // established, any order
-  // Fast path shared with callers' threads. inline_connection_ is set only while the peer is
-  // idle; callers write on it holding inline_mutex_, and the loop clears it (taking the
-  // mutex, so waiting out a caller's write) before it writes or closes anything itself.
-  std::mutex inline_mutex_;
-  std::shared_ptr<Connection> inline_connection_;
-  std::uint64_t posted_sends_ = 0;  // guarded by inline_mutex_: posted, not yet submitted
+  PeerSession session_;
+  Outbox outbox_;
   // Receive side, shared with callers' threads under the inbox's own lock.
   Inbox inbox_;
   std::optional<asio::steady_timer> recv_timer_;  // loop only: see expire_due_recvs
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};
-  // The connection stats() describes (the one sends go to), under stats_mutex_.
-  mutable std::mutex stats_mutex_;
-  std::shared_ptr<Connection> stats_connection_;
-  void refresh_stats();
-  bool draining_ = false;  // close_all is completing everything pending
-  bool closed_ = false;
-  bool closing() const { return draining_ || closed_; }
 };
 
 struct Comm::Impl {

@@ -157,7 +157,7 @@ void Connection::on_liveness_tick() {
                 false);
   }
   const std::uint64_t written = bytes_written_.load(std::memory_order_relaxed);
-  if (written == last_written_seen_ && !writing_) peer_->send_heartbeat(*this);
+  if (written == last_written_seen_ && !writing_) peer_->outbox().send_heartbeat(*this);
   last_written_seen_ = bytes_written_.load(std::memory_order_relaxed);
   liveness_timer_->expires_after(to_duration(Seconds(impl_.spec.comm.heartbeat_interval_s)));
   liveness_timer_->async_wait([weak = weak_from_this()](std::error_code ec) {
@@ -379,7 +379,7 @@ void Connection::peer_spoke() {
   if (peer_holds_it_.load(std::memory_order_relaxed) || peer_holds_it_.exchange(true)) return;
   // Sends may have waited for a connection the peer holds: the loop looks again.
   impl_.post([weak = weak_from_this()] {
-    if (auto self = weak.lock(); self && !self->failed_) self->peer_->pump();
+    if (auto self = weak.lock(); self && !self->failed_) self->peer_->outbox().pump();
   });
 }
 
@@ -413,10 +413,10 @@ void Connection::on_frame(Frame frame, ReadOwner::Reader reader, Later& later) {
   if (accepted && (header.flags & kFlagAckRequested)) {
     // Acknowledged once read whole (the sender's send completes then), on the loop.
     if (by_loop) {
-      peer_->queue_ack(shared_from_this(), header.message_id);
+      peer_->outbox().queue_ack(shared_from_this(), header.message_id);
     } else {
       impl_.post([weak = weak_from_this(), id = header.message_id] {
-        if (auto self = weak.lock(); self && !self->failed_) self->peer_->queue_ack(self, id);
+        if (auto self = weak.lock(); self && !self->failed_) self->peer_->outbox().queue_ack(self, id);
       });
     }
   }
@@ -426,9 +426,9 @@ void Connection::on_acks(const Frame& frame, ReadOwner::Reader reader) {
   peer_spoke();
   auto control = decode_control(frame.header, frame.manifest);
   if (!control || control.value().acks.empty()) return;  // nothing this side can use
-  if (reader == ReadOwner::Reader::kLoop) return peer_->on_acks(control.value().acks);
+  if (reader == ReadOwner::Reader::kLoop) return peer_->outbox().on_acks(control.value().acks);
   impl_.post([weak = weak_from_this(), acks = std::move(control.value().acks)] {
-    if (auto self = weak.lock()) self->peer_->on_acks(acks);
+    if (auto self = weak.lock()) self->peer_->outbox().on_acks(acks);
   });
 }
 
@@ -464,7 +464,7 @@ void Connection::write(std::vector<asio::const_buffer> buffers, std::function<vo
     self->bytes_written_.fetch_add(n, std::memory_order_relaxed);
     done(ec);
     // A write that was not the peer's (HELLO_ACK) may have held up its queue.
-    if (self->established_ && !self->failed_) self->peer_->pump();
+    if (self->established_ && !self->failed_) self->peer_->outbox().pump();
   });
 }
 
@@ -473,7 +473,7 @@ void Connection::fail(const Error& error, bool local) {
   failed_ = true;
   handshake_timer_.reset();
   liveness_timer_.reset();
-  if (established_) peer_->disable_inline();  // no caller may be writing when the stream closes
+  if (established_) peer_->outbox().disable_inline();  // no caller may be writing when the stream closes
   if (!local && error.code == ErrorCode::kProtocol)
     spdlog::warn("wcomm[{}]: dropping {}: {}", impl_.spec.local.node_id, stream_->describe(), error.message);
   if (!established_) {
@@ -486,7 +486,7 @@ void Connection::fail(const Error& error, bool local) {
     return;
   }
   reader_owner_.close(error);
-  peer_->on_connection_lost(*this, error, local, local ? std::nullopt : reader_.refused_tag());
+  peer_->session().on_connection_lost(*this, error, local, local ? std::nullopt : reader_.refused_tag());
 }
 
 void Connection::send_close_and_stop() {

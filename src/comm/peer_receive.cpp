@@ -1,5 +1,6 @@
 // PeerState's receive side: recvs from callers' threads (recv_from_caller, recv_for,
-// help_recv), delivery of what the readers bring, completions, the inbound bound. The state
+// help_recv), delivery of what the readers bring, completions, the inbound bound, and what a
+// connection's end, a restart or close does to the recvs. The state
 // they share with callers' threads is the Inbox's (inbox.h), under its lock; promises are
 // completed after it is let go: a completion callback may call recv() again.
 #include <algorithm>
@@ -34,6 +35,9 @@ std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& in
 }
 
 }  // namespace
+
+PeerState::PeerState(Comm::Impl& impl, Peer peer)
+    : impl_(impl), peer_(std::move(peer)), session_(impl, *this), outbox_(impl, *this), inbox_(impl.spec.comm) {}
 
 void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
   if (result.ok() && !waiter.into.empty()) {
@@ -76,11 +80,11 @@ void PeerState::rearm_for(const std::shared_ptr<RecvWaiter>& waiter) {
 }
 
 void PeerState::expire_due_recvs() {
-  if (closing()) return;  // close_all failed every recv
+  if (session_.closing()) return;  // close_all failed every recv
   Clock::time_point next;
   std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next);
   for (auto& w : due) complete_recv(w, timeout_error("recv", peer_, *w->timeout), /*by_loop=*/true, nullptr);
-  if (closing()) return;
+  if (session_.closing()) return;
   if (next == Clock::time_point::max()) return (void)(recv_timer_ && recv_timer_->cancel());
   if (!recv_timer_) recv_timer_.emplace(impl_.io);
   recv_timer_->expires_at(next);
@@ -157,11 +161,12 @@ std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& wait
 bool PeerState::recvs_waiting(std::size_t beyond) { return inbox_.lock().waiting_beyond(beyond); }
 
 void PeerState::refresh_caller_read() {
-  inbox_.lock().set_caller_read(connections_.size() == 1 && !closing() ? connections_.front() : nullptr);
+  const auto& connections = session_.connections();
+  inbox_.lock().set_caller_read(connections.size() == 1 && !session_.closing() ? connections.front() : nullptr);
 }
 
 void PeerState::read_soon() {
-  for (const auto& connection : connections_) connection->read_soon();
+  for (const auto& connection : session_.connections()) connection->read_soon();
 }
 
 bool PeerState::loop_stands_down() {
@@ -291,6 +296,76 @@ void PeerState::release_partial(std::uint64_t bytes) {
   if (bytes == 0) return;
   inbox_.release_partial(bytes);
   if (inbox_.any_paused()) impl_.post([this] { resume_paused(); });
+}
+
+// ---- the session's events ----------------------------------------------------------------
+
+void PeerState::on_connection_added(const std::shared_ptr<Connection>& connection) {
+  inbox_.lock().add_reading(connection.get());
+  refresh_caller_read();
+}
+
+void PeerState::on_connection_removed(const std::shared_ptr<Connection>& connection) {
+  if (connection) inbox_.lock().remove(connection);  // (no longer admitted, nor paused)
+  refresh_caller_read();
+}
+
+void PeerState::fail_recvs_after_loss(const Error& error, bool local, std::optional<std::uint32_t> refused_tag) {
+  // (A local end, ours to choose: the recvs wait for the next connection.)
+  if (local) return;
+  std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  std::shared_ptr<RecvWaiter> refused_owner;
+  // (A recv's own timeout or cancel is not why the connection ended.) Recvs on other tags than
+  // a refused frame's learn that the connection ended, and why, in a ConnectionClosedError.
+  const Error recv_error =
+      refused_tag ? Error{ErrorCode::kConnectionClosed, "the connection to '" + peer_.node_id +
+                                                            "' ended: this side refused a frame on tag " +
+                                                            std::to_string(*refused_tag) + " (" + error.message + ")"}
+      : error.code == ErrorCode::kOperationTimeout || error.code == ErrorCode::kCancelled
+          ? Error{ErrorCode::kConnectionClosed, error.message}
+          : error;
+  {
+    // The peer went away: recvs waiting on it learn why. A frame this side refused (too large,
+    // bad data, an unknown type) fails the recv it would have reached, on its tag: the first
+    // waiting there, else the next to come (its error takes the frame's place in the FIFO).
+    auto in = inbox_.lock();
+    if (refused_tag) refused_owner = in.route_refusal(*refused_tag, error);
+    const bool reading_in_place = in.reading_in_place();
+    // Recvs wait on the peer, not on one connection. One that ended cleanly while another to
+    // the same peer lives (both sides dialed at once) leaves them to that one, which may still
+    // bring their messages (a peer closing writes its last words on the connection it sends
+    // on, and its end may be read on the other first); they fail when the last one ends. A
+    // broken protocol fails them at once.
+    if (session_.connections().empty() || error.code != ErrorCode::kConnectionClosed)
+      waiting = in.take_waiters(recv_error);
+    // A stream that broke with nobody waiting (a protocol error) must not vanish either: the
+    // next recv on this peer that finds nothing queued reports it. The first such error is
+    // kept; later ones are counted and logged, never overwrite it.
+    if (!refused_tag && waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
+      if (!in.keep_unreported(error)) {
+        impl_.stats.errors_without_waiter.fetch_add(1, std::memory_order_relaxed);
+        spdlog::warn("wcomm[{}]: peer '{}': {} (nobody waiting; an earlier error is still unreported)",
+                     impl_.spec.local.node_id, peer_.node_id, error.message);
+      }
+    }
+  }
+  if (refused_owner) complete_recv(refused_owner, error, /*by_loop=*/true, nullptr);
+  for (auto& w : waiting) complete_recv(w, recv_error, /*by_loop=*/true, nullptr);
+}
+
+void PeerState::fail_waiting_recvs(const Error& error) {
+  for (auto& w : inbox_.lock().take_waiters(error)) complete_recv(w, error, /*by_loop=*/true, nullptr);
+}
+
+void PeerState::close_receiving(const Error& error) {
+  recv_timer_.reset();  // the recvs waiting fail here
+  std::vector<std::shared_ptr<RecvWaiter>> waiting;
+  {
+    auto in = inbox_.lock();
+    in.close();
+    waiting = in.take_waiters(error);
+  }
+  for (auto& w : waiting) complete_recv(w, error, /*by_loop=*/true, nullptr);
 }
 
 void PeerState::resume_paused() {

@@ -1,4 +1,4 @@
-// PeerState's writer: which message goes next (priority classes, per-tag order), chunked
+// The outbox's writer: which message goes next (priority classes, per-tag order), chunked
 // messages written a chunk at a time between the others, adaptive compression of chunks,
 // and the egress scheduler's grants. Loop thread.
 #include <spdlog/spdlog.h>
@@ -7,6 +7,7 @@
 #include <unordered_set>
 
 #include "comm/comm_impl.h"
+#include "comm/outbox.h"
 
 namespace wcomm {
 
@@ -20,7 +21,7 @@ bool bulk(const OutMessage& m) { return m.priority == Priority::kBulk; }
 // class the oldest (those under way, then the queue in order).
 // With a cap on bulk flows (egress_max_bulk_flows) a bulk message that cannot have a slot
 // waits, and the others go on; the scheduler wakes the writer when a slot frees.
-std::shared_ptr<OutMessage> PeerState::pick_next() {
+std::shared_ptr<OutMessage> Outbox::pick_next() {
   std::shared_ptr<OutMessage> best;
   std::unordered_set<std::uint32_t> busy_tags;
   const bool bulk_allowed = !impl_.scheduler || impl_.scheduler->bulk_slot_for(this);
@@ -47,7 +48,7 @@ std::shared_ptr<OutMessage> PeerState::pick_next() {
   return best;
 }
 
-void PeerState::pump_queue() {
+void Outbox::pump_queue() {
   if (active_ || closing()) return;
   while (!queue_.empty() && queue_.front()->state == OutMessage::State::kDone) queue_.pop_front();
   Connection* connection = send_connection();
@@ -57,7 +58,7 @@ void PeerState::pump_queue() {
   if (message->state == OutMessage::State::kQueued) {
     if ((message->frame.head[7] & kFlagRetryKey) && !connection->retry_keys()) {
       cancel_send(message, Error{ErrorCode::kUnsupportedPayload,
-                                 "peer '" + peer_.node_id + "' does not take retry keys (a V0.1 node): send without retry_key"});
+                                 "peer '" + node_id() + "' does not take retry keys (a V0.1 node): send without retry_key"});
       return pump_queue();
     }
     queue_.erase(std::find(queue_.begin(), queue_.end(), message));
@@ -85,7 +86,7 @@ void PeerState::pump_queue() {
   start_unit(message, *connection);
 }
 
-void PeerState::start_unit(const std::shared_ptr<OutMessage>& message, Connection& connection) {
+void Outbox::start_unit(const std::shared_ptr<OutMessage>& message, Connection& connection) {
   active_ = message;
   active_connection_ = &connection;
   auto unit = std::make_shared<Unit>();
@@ -103,7 +104,7 @@ void PeerState::start_unit(const std::shared_ptr<OutMessage>& message, Connectio
 }
 
 // A chunked message's next unit: its head first (once), then one CHUNK frame.
-void PeerState::build_chunk(Unit& unit, Connection& connection) {
+void Outbox::build_chunk(Unit& unit, Connection& connection) {
   OutMessage& m = *unit.message;
   if (m.payload_sent == 0) unit.buffers.emplace_back(m.frame.head.data(), m.frame.head.size());
   const std::uint64_t n = std::min(connection.chunk_bytes(), m.frame.payload_bytes - m.payload_sent);
@@ -129,7 +130,7 @@ void PeerState::build_chunk(Unit& unit, Connection& connection) {
 // message allows it, and (kAuto) the link is measured slower than the compressor. The first
 // try on a message is a small sample; data that does not shrink is sent as it is, and a
 // message whose chunks keep not shrinking is not tried again.
-bool PeerState::compress_chunk(Unit& unit, Connection& connection, const std::vector<asio::const_buffer>& payload,
+bool Outbox::compress_chunk(Unit& unit, Connection& connection, const std::vector<asio::const_buffer>& payload,
                                std::uint64_t n) {
   OutMessage& m = *unit.message;
   if (!connection.zstd() || !connection.traits().measures_link || m.compress == Compression::kOff || m.incompressible) return false;
@@ -177,7 +178,7 @@ bool PeerState::compress_chunk(Unit& unit, Connection& connection, const std::ve
 }
 
 // Writes the unit: whole, or with the scheduler on, one grant at a time.
-void PeerState::write_unit(std::shared_ptr<Unit> unit) {
+void Outbox::write_unit(std::shared_ptr<Unit> unit) {
   if (unit_ != unit || !active_connection_) return;
   auto on_written = [this, unit](std::error_code ec, std::uint64_t bytes) {
     if (unit_ != unit) return;  // aborted meanwhile (its message is completed already)
@@ -200,7 +201,7 @@ void PeerState::write_unit(std::shared_ptr<Unit> unit) {
                            });
 }
 
-void PeerState::on_unit_written(const std::shared_ptr<Unit>& unit) {
+void Outbox::on_unit_written(const std::shared_ptr<Unit>& unit) {
   auto& m = unit->message;
   if (!m->chunked) return finish_active({});
   m->payload_sent += unit->payload_advance;
@@ -214,7 +215,7 @@ void PeerState::on_unit_written(const std::shared_ptr<Unit>& unit) {
   pump();
 }
 
-void PeerState::fail_streaming(Connection* connection, const Error& error) {
+void Outbox::fail_streaming(Connection* connection, const Error& error) {
   std::vector<std::shared_ptr<OutMessage>> failed;
   for (auto it = streaming_.begin(); it != streaming_.end();) {
     if ((connection && (*it)->stream_connection != connection) || *it == active_) {
@@ -235,13 +236,13 @@ void PeerState::fail_streaming(Connection* connection, const Error& error) {
   }
 }
 
-bool PeerState::went_out_whole(const OutMessage& message) const {
+bool Outbox::went_out_whole(const OutMessage& message) const {
   if (active_.get() != &message || !unit_ || !active_connection_) return false;
   if (active_connection_->bytes_handed_over() - unit_->handed_over_base < unit_->total) return false;
   return !message.chunked || message.payload_sent + unit_->payload_advance >= message.frame.payload_bytes;
 }
 
-void PeerState::finish_active(std::error_code ec) {
+void Outbox::finish_active(std::error_code ec) {
   if (active_ && went_out_whole(*active_)) {
     // Handed over whole before whatever ends it now: delivered, whatever came since.
     ec = {};
@@ -251,7 +252,7 @@ void PeerState::finish_active(std::error_code ec) {
     // The stream broke under the write (its reader may not know yet): end that connection.
     // on_connection_lost completes this message with the reason and keeps the messages
     // behind it for the next connection, instead of writing them into the broken one.
-    return active_connection_->fail({ErrorCode::kConnectionClosed, "writing to '" + peer_.node_id +
+    return active_connection_->fail({ErrorCode::kConnectionClosed, "writing to '" + node_id() +
                                                                         "' failed: " + ec.message()},
                                      false);
   }
@@ -273,7 +274,7 @@ void PeerState::finish_active(std::error_code ec) {
     message->promise.complete(*message->abort_error);
   } else if (ec) {
     message->promise.complete(Error{ErrorCode::kConnectionClosed,
-                                    "connection to '" + peer_.node_id + "' failed while sending: " + ec.message()});
+                                    "connection to '" + node_id() + "' failed while sending: " + ec.message()});
   } else if (awaits_ack && !message->acked_early) {
     // Written; the send completes when the peer acknowledges it (on_acks), fails if the
     // connection ends first, and keeps its timeout. Its queue capacity is free again.
