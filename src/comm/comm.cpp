@@ -434,7 +434,7 @@ std::shared_ptr<RecvWaiter> RecvWaiter::make(const std::shared_ptr<Comm::Impl>& 
   auto waiter = std::make_shared<RecvWaiter>();
   waiter->tag = tag;
   waiter->into = std::move(into);
-  waiter->promise = Promise<Received>(owner->poster, waiter);
+  waiter->promise.emplace(owner->poster, waiter);
   waiter->peer = state;
   waiter->comm = owner;
   return waiter;
@@ -461,7 +461,7 @@ Future<Received> submit_recv(const std::shared_ptr<Comm::Impl>& owner, const Pee
   const Result<PeerState*> state = recv_peer(*owner, peer, options);
   if (!state) return ready_future<Received>(state.error(), owner->poster);
   auto waiter = RecvWaiter::make(owner, state.value(), options.tag, std::move(into));
-  Future<Received> future = waiter->promise.future();
+  Future<Received> future = waiter->promise->future();
   state.value()->recv_from_caller(waiter, options.timeout);
   return future;
 }

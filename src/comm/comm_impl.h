@@ -45,10 +45,13 @@ using Clock = std::chrono::steady_clock;
 
 std::string new_connection_id();
 
-// A recv() waiting for a message on one tag.
+// One receive operation (recv, recv_into, recv_for), waiting in its peer's FIFO for its tag
+// (Inbox). Its sink is one of two: the promise behind its Future, or a slot on the stack of
+// the thread that reads for it (recv_for, until it returns: then a promise takes its place).
 struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> {
   std::uint32_t tag = 0;
-  Promise<Received> promise;
+  std::optional<Promise<Received>> promise;  // set by make()
+  RecvSlot* slot = nullptr;                  // or this
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
@@ -243,11 +246,10 @@ class PeerState {
   // A parked recv whose deadline asks the timer to be armed earlier (park returned true).
   void rearm_for(const std::shared_ptr<RecvWaiter>& waiter);
   // Caller's thread: Comm::recv_for. A queued message is taken at once; else, where this
-  // thread can read the connection and no recv on the tag waits already, it reads until
-  // wait_until (or the timeout), and the first frame on the tag is handed to it in place
-  // (DirectRecv: no waiter, no promise). Both come back in a ready Future. Otherwise
-  // it is parked as a recv, first in line on the tag if this thread was, and its Future
-  // completes later.
+  // thread can read the connection, it parks a recv whose sink is a slot on its stack (no
+  // allocation, no promise) and reads until wait_until (or the timeout). Both come back in a
+  // ready Future. Otherwise a recv with a promise waits in its place (or last on the tag),
+  // and its Future completes later.
   Future<Received> recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout);
   // Caller's thread, about to block on a parked recv: reads the connection itself until the
   // message is there or the deadline passes (ReadOwner::read_for). Returns early if it cannot.

@@ -42,18 +42,38 @@ bool Inbox::Locked::waiting_beyond(std::size_t beyond) const {
   return false;
 }
 
-bool Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line) {
-  bool arm = false;
-  if (waiter->deadline != Clock::time_point::max()) {
-    waiter->deadline_entry = inbox_.deadlines_.emplace(waiter->deadline, waiter.get());
-    waiter->has_deadline_entry = true;
-    arm = waiter->deadline < inbox_.timer_armed_for_;
-    if (arm) inbox_.timer_armed_for_ = waiter->deadline;
-  }
-  auto& queue = inbox_.waiters_[waiter->tag];
-  if (first_in_line) queue.push_front(std::move(waiter));
-  else queue.push_back(std::move(waiter));
+void Inbox::note_deadline(RecvWaiter& waiter, bool& arm) {
+  arm = false;
+  if (waiter.deadline == Clock::time_point::max()) return;
+  waiter.deadline_entry = deadlines_.emplace(waiter.deadline, &waiter);
+  waiter.has_deadline_entry = true;
+  arm = waiter.deadline < timer_armed_for_;
+  if (arm) timer_armed_for_ = waiter.deadline;
+}
+
+bool Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter) {
+  bool arm;
+  inbox_.note_deadline(*waiter, arm);
+  inbox_.waiters_[waiter->tag].push_back(std::move(waiter));
   return arm;
+}
+
+bool Inbox::Locked::replace(const std::shared_ptr<RecvWaiter>& parked, std::shared_ptr<RecvWaiter> waiter) {
+  bool arm;
+  inbox_.note_deadline(*waiter, arm);
+  auto& queue = inbox_.waiters_[parked->tag];
+  *std::find(queue.begin(), queue.end(), parked) = std::move(waiter);
+  parked->done = true;
+  return arm;
+}
+
+bool Inbox::fill_slot(RecvWaiter& waiter, Result<Received>&& result, bool wake) {
+  RecvSlot* slot = waiter.slot;
+  if (!slot) return false;
+  slot->result.emplace(std::move(result));
+  slot->filled.store(true, std::memory_order_release);
+  if (wake) slot->waker->wake();
+  return true;
 }
 
 void Inbox::forget_deadline(RecvWaiter& waiter) {
@@ -92,7 +112,6 @@ void Inbox::Locked::finish(const std::shared_ptr<RecvWaiter>& waiter) {
 }
 
 std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
-  if (reading_in_place(tag)) return nullptr;  // that frame is a recv_for's, which came first
   auto found = inbox_.waiters_.find(tag);
   if (found == inbox_.waiters_.end() || found->second.empty()) return nullptr;
   auto& front = found->second.front();
@@ -102,34 +121,28 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
   return front;
 }
 
-std::shared_ptr<RecvWaiter> Inbox::Locked::next_waiter(std::uint32_t tag) {
-  auto found = inbox_.waiters_.find(tag);
-  if (found == inbox_.waiters_.end()) return nullptr;
-  auto& queue = found->second;
-  while (!queue.empty()) {
-    auto next = std::move(queue.front());
-    queue.pop_front();
-    if (next->done) continue;
-    next->done = true;
-    inbox_.forget_deadline(*next);
-    return next;
+std::shared_ptr<RecvWaiter> Inbox::Locked::hand_over(std::uint32_t tag, Received& message) {
+  if (auto found = inbox_.waiters_.find(tag); found != inbox_.waiters_.end()) {
+    auto& queue = found->second;
+    while (!queue.empty()) {
+      auto next = std::move(queue.front());
+      queue.pop_front();
+      if (next->done) continue;
+      next->done = true;
+      inbox_.forget_deadline(*next);
+      // (Read by its own thread, or by the loop while that thread waits it out: not asleep.)
+      if (!next->slot) return next;
+      fill_slot(*next, std::move(message), /*wake=*/false);
+      return nullptr;
+    }
   }
-  return nullptr;
-}
-
-void Inbox::Locked::queue(std::uint32_t tag, Received&& message) {
   inbox_.unreceived_messages_ += 1;
   inbox_.unreceived_bytes_ += message.wire_bytes;
   inbox_.arrived_[tag].push_back(std::move(message));
+  return nullptr;
 }
 
 std::shared_ptr<RecvWaiter> Inbox::Locked::route_refusal(std::uint32_t tag, const Error& error) {
-  if (reading_in_place(tag)) {
-    transport::ThreadWaker* waker = inbox_.direct_->waker;  // (the slot is let go of when filled)
-    fill_in_place(error);
-    waker->wake();
-    return nullptr;
-  }
   if (auto found = inbox_.waiters_.find(tag); found != inbox_.waiters_.end()) {
     auto& queue = found->second;
     for (auto it = queue.begin(); it != queue.end(); ++it) {
@@ -138,6 +151,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::route_refusal(std::uint32_t tag, cons
       queue.erase(it);
       waiter->done = true;
       inbox_.forget_deadline(*waiter);
+      if (fill_slot(*waiter, error, /*wake=*/true)) return nullptr;
       return waiter;
     }
   }
@@ -151,29 +165,21 @@ bool Inbox::Locked::keep_unreported(const Error& error) {
   return true;
 }
 
-std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_waiters(const Error& error) {
-  if (inbox_.direct_) {
-    transport::ThreadWaker* waker = inbox_.direct_->waker;  // (the slot is let go of when filled)
-    fill_in_place(error);
-    waker->wake();  // it may sleep in its read
-  }
+std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_waiters(const Error& error, bool* told) {
   std::vector<std::shared_ptr<RecvWaiter>> out;
+  bool any = false;
   for (auto& [tag, queue] : inbox_.waiters_) {
     for (auto& w : queue)
       if (!w->done && !w->claimed) {
         w->done = true;
         inbox_.forget_deadline(*w);
-        out.push_back(w);
+        any = true;
+        if (!fill_slot(*w, error, /*wake=*/true)) out.push_back(w);  // (its thread may sleep in its read)
       }
     std::erase_if(queue, [](auto& w) { return w->done; });
   }
+  if (told) *told = any;
   return out;
-}
-
-void Inbox::Locked::fill_in_place(Result<Received>&& result) {
-  inbox_.direct_->result.emplace(std::move(result));
-  inbox_.direct_->filled.store(true, std::memory_order_release);
-  inbox_.direct_ = nullptr;
 }
 
 void Inbox::Locked::remove(const std::shared_ptr<Connection>& connection) {

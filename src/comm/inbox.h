@@ -1,10 +1,12 @@
 // A peer's inbox: the receive side's state, shared by the loop and callers' threads under one
 // lock of its own. Per tag, in arrival order, what arrived (messages, and the errors of frames
-// this side refused) and the recvs waiting; the one recv_for reading in place; the inbound
+// this side refused) and the recvs waiting (one FIFO of receive operations); the inbound
 // bound and the connections paused for it; which connections' frames are admitted
 // ("supersede"); the retry keys delivered. Its state is reached only through Inbox::Locked, a
 // view that holds the lock. Nothing here completes a promise or runs user code: PeerState
-// decides under the lock and completes after it let go.
+// decides under the lock and completes after it let go. (A recv whose sink is a slot on its
+// reading thread's stack, RecvSlot, is filled here: that runs nothing, and must be done
+// before the lock is let go, after which the thread may return.)
 #pragma once
 
 #include <atomic>
@@ -27,12 +29,12 @@ namespace wcomm {
 class Connection;
 struct RecvWaiter;
 
-// A recv_for reading its own message (at most one per peer: it holds the reading, or is about
-// to take it). The first frame on its tag goes to it, before any waiter: those came after it.
-// Set and filled under the inbox's lock; filled once, then let go of.
-struct DirectRecv {
-  std::uint32_t tag = 0;
-  transport::ThreadWaker* waker = nullptr;  // woken when another thread fills it with an error
+// The sink of a recv whose own thread reads for it (Comm::recv_for): a slot on that thread's
+// stack instead of a promise. Filled once, under the inbox's lock; the thread is woken when
+// the loop fills it with an error (a message is read by the thread itself, or by the loop
+// while that thread waits out its reading: nobody sleeps on the waker then).
+struct RecvSlot {
+  transport::ThreadWaker* waker = nullptr;
   std::optional<Result<Received>> result;
   std::atomic<bool> filled{false};
 };
@@ -54,9 +56,11 @@ class Inbox {
     std::optional<Result<Received>> take(std::uint32_t tag);
     bool waiting(std::uint32_t tag) const;  // a recv waits on tag
     bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
-    // Parks a recv. True: it has the earliest deadline of all, earlier than the loop's timer is
-    // armed for, so the loop must arm it again (PeerState::expire_due_recvs).
-    [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter, bool first_in_line = false);
+    // Parks a recv, last on its tag. True: it has the earliest deadline of all, earlier than
+    // the loop's timer is armed for, so the loop must arm it again (PeerState::expire_due_recvs).
+    [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter);
+    // Puts waiter in parked's place (parked: a recv with a slot, still waiting), as park does.
+    [[nodiscard]] bool replace(const std::shared_ptr<RecvWaiter>& parked, std::shared_ptr<RecvWaiter> waiter);
     // Takes a waiter out (cancel, timeout): false if it is done, or a frame is being read
     // into it (it completes with that frame).
     bool unpark(const std::shared_ptr<RecvWaiter>& waiter);
@@ -68,27 +72,21 @@ class Inbox {
     std::vector<std::shared_ptr<RecvWaiter>> take_due(Clock::time_point now, Clock::time_point& next);
     // The recv_into a frame on tag is read into, if the next waiter is one: claimed.
     std::shared_ptr<RecvWaiter> claim_into(std::uint32_t tag);
-    // The next recv waiting on tag, done (null: none waits).
-    std::shared_ptr<RecvWaiter> next_waiter(std::uint32_t tag);
-    // A message nobody waits for, queued; counted against the inbound bound.
-    void queue(std::uint32_t tag, Received&& message);
-    // A refused frame's error to the recv its frame would have reached: the recv_for reading
-    // in place (filled and woken), the first waiter on tag (returned: complete it), else
-    // queued in the frame's place.
+    // Hands a message to the next recv on tag, done: one with a slot is filled here; one with
+    // a promise is returned, to be completed with the message (left in `message`) once the
+    // lock is let go. None waits: the message is queued, counted against the inbound bound.
+    std::shared_ptr<RecvWaiter> hand_over(std::uint32_t tag, Received& message);
+    // A refused frame's error to the recv its frame would have reached, the first waiting on
+    // tag (a slot is filled here; a promise's waiter is returned, to complete), else queued
+    // in the frame's place.
     std::shared_ptr<RecvWaiter> route_refusal(std::uint32_t tag, const Error& error);
     // A broken stream's error nobody was waiting for: kept for the next recv that finds
     // nothing (false: an earlier one is still kept; the caller counts and logs it).
     bool keep_unreported(const Error& error);
-    // Every recv waiting, done, to fail them; the recv_for reading in place gets `error`.
-    std::vector<std::shared_ptr<RecvWaiter>> take_waiters(const Error& error);
+    // Every recv waiting, done, to fail with `error`: those with a slot are filled here, the
+    // others returned. told: whether there was any.
+    std::vector<std::shared_ptr<RecvWaiter>> take_waiters(const Error& error, bool* told = nullptr);
     void close() { inbox_.closed_ = true; }  // recvs that come now fail (kClosed)
-
-    // The recv_for slot.
-    bool reading_in_place() const { return inbox_.direct_ != nullptr; }
-    bool reading_in_place(std::uint32_t tag) const { return inbox_.direct_ && inbox_.direct_->tag == tag; }
-    void read_in_place(DirectRecv* slot) { inbox_.direct_ = slot; }
-    bool holds(const DirectRecv* slot) const { return inbox_.direct_ == slot; }
-    void fill_in_place(Result<Received>&& result);  // lets go of the slot
 
     // Connections whose frames are admitted (see Inbox::reading_).
     void add_reading(Connection* connection) { inbox_.reading_.push_back(connection); }
@@ -132,13 +130,16 @@ class Inbox {
  private:
   bool full_locked() const;
   void forget_deadline(RecvWaiter& waiter);  // it is done, or a frame is read into it
+  void note_deadline(RecvWaiter& waiter, bool& arm);  // it waits: its deadline, if any, is kept
+  // A done recv with a slot: filled (wake: its thread may sleep on its waker). False: it has a
+  // promise, to complete after the lock.
+  static bool fill_slot(RecvWaiter& waiter, Result<Received>&& result, bool wake);
 
   const CommConfig& limits_;
   std::mutex mutex_;
   bool closed_ = false;
   std::unordered_map<std::uint32_t, std::deque<Result<Received>>> arrived_;
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
-  DirectRecv* direct_ = nullptr;
   std::optional<Error> unreported_;  // a broken stream's error that no recv has seen yet
   std::uint64_t unreceived_bytes_ = 0, unreceived_messages_ = 0;
   std::atomic<std::uint64_t> partial_bytes_{0};  // frames being read, storage allocated

@@ -45,7 +45,7 @@ void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
     if (auto mismatch = fill_into(result.value().value, waiter.into, impl_.stats.bytes_copied))
       result = Error{ErrorCode::kUnsupportedPayload, "recv_into: " + *mismatch + "; the message was dropped"};
   }
-  waiter.promise.complete(std::move(result));
+  waiter.promise->complete(std::move(result));
   after_taken();
 }
 
@@ -96,50 +96,55 @@ void PeerState::expire_due_recvs() {
 Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout) {
   const Clock::time_point timeout_at = deadline_of(timeout);
   transport::ThreadWaker& waker = transport::this_thread_waker();
-  DirectRecv direct;
-  direct.tag = tag;
-  direct.waker = &waker;
+  RecvSlot slot;
+  slot.waker = &waker;
+  RecvWaiter own;  // parked while this thread reads for it: out of the FIFO before it returns
+  own.tag = tag;
+  own.slot = &slot;
+  const std::shared_ptr<RecvWaiter> parked(std::shared_ptr<RecvWaiter>(), &own);  // (owns nothing)
   std::shared_ptr<Connection> connection;
   std::optional<Result<Received>> taken;
   {
     auto in = inbox_.lock();
     taken = in.take(tag);
-    if (!taken && !in.reading_in_place() && waker.valid() && in.caller_read() && !in.waiting(tag)) {
-      in.read_in_place(&direct);
+    if (!taken && waker.valid() && in.caller_read() && !in.waiting(tag)) {
+      (void)in.park(parked);  // (no deadline: this thread keeps it)
       connection = in.caller_read();
     }
   }
+  const bool read_here = connection != nullptr;
   if (taken) {
     after_taken();
     return ready_future(std::move(*taken), impl_.poster);
   }
   if (connection) {
-    connection->read_for({nullptr, &direct.filled}, std::min(wait_until, timeout_at),
+    connection->read_for({nullptr, &slot.filled}, std::min(wait_until, timeout_at),
                          std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
     impl_.let_go(std::move(connection));
   }
   // (Made before the lock; the fast path, a filled slot, makes none.)
   std::shared_ptr<RecvWaiter> waiter =
-      direct.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
+      slot.filled.load(std::memory_order_acquire) ? nullptr : RecvWaiter::make(impl_.self.lock(), this, tag, {});
   bool arm = false;
   {
     auto in = inbox_.lock();
-    const bool first_in_line = in.holds(&direct);
-    if (first_in_line) in.read_in_place(nullptr);
-    if (direct.filled.load(std::memory_order_relaxed)) taken = std::move(*direct.result);
-    else if (!first_in_line) taken = in.take(tag);  // (first in line: nothing came)
+    const bool own_parked = read_here && !own.done;  // (nothing came for it)
+    if (slot.filled.load(std::memory_order_relaxed)) taken = std::move(*slot.result);
+    else if (!own_parked) taken = in.take(tag);
     if (!taken && Clock::now() >= timeout_at) taken = Result<Received>(timeout_error("recv", peer_, *timeout));
-    if (!taken) {
+    if (taken) {
+      if (own_parked) in.unpark(parked);
+    } else {
       waiter->timeout = timeout;
       waiter->deadline = timeout_at;
-      arm = in.park(waiter, first_in_line);
+      arm = own_parked ? in.replace(parked, waiter) : in.park(waiter);
     }
   }
   if (taken) {
     after_taken();
     return ready_future(std::move(*taken), impl_.poster);
   }
-  Future<Received> future = waiter->promise.future();
+  Future<Received> future = waiter->promise->future();
   if (arm) rearm_for(waiter);
   return future;
 }
@@ -148,7 +153,7 @@ void PeerState::help_recv(const std::shared_ptr<RecvWaiter>& waiter, Clock::time
   // A thread blocked on a parked recv reads the connection itself, so the kernel wakes it
   // when the message comes, instead of waking the loop to read it and then this thread.
   if (auto connection = connection_to_help(*waiter)) {
-    connection->read_for({&waiter->promise}, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
+    connection->read_for({&*waiter->promise}, deadline, std::chrono::microseconds(impl_.spec.comm.recv_busy_poll_us));
     impl_.let_go(std::move(connection));
   }
 }
@@ -233,11 +238,7 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
       impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
       return true;
     }
-    // A recv_for reading in place came before every waiter on its tag. Whoever reads here
-    // (its own thread, the loop it waited out, or another reader it could not displace),
-    // its thread is not asleep on its waker: nobody to wake.
-    if (in.reading_in_place(tag)) in.fill_in_place(std::move(message));
-    else if (!(waiter = in.next_waiter(tag))) in.queue(tag, std::move(message));
+    waiter = in.hand_over(tag, message);
   }
   end_superseded(from, superseded);
   if (!waiter) return true;
@@ -261,13 +262,13 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
 void PeerState::complete_recv(std::shared_ptr<RecvWaiter> waiter, Result<Received>&& result, bool by_loop,
                               Later* later) {
   if (by_loop && deferred_completions_.load() == 0) {
-    if (!later) return (void)waiter->promise.complete(std::move(result));
-    waiter->promise.complete_deferring_callback(std::move(result),
+    if (!later) return (void)waiter->promise->complete(std::move(result));
+    waiter->promise->complete_deferring_callback(std::move(result),
                                                 [later](std::function<void()> fn) { later->push_back(std::move(fn)); });
   } else if (by_loop) {
-    post_in_order([waiter, result = std::move(result)]() mutable { waiter->promise.complete(std::move(result)); });
+    post_in_order([waiter, result = std::move(result)]() mutable { waiter->promise->complete(std::move(result)); });
   } else {
-    waiter->promise.complete_deferring_callback(std::move(result),
+    waiter->promise->complete_deferring_callback(std::move(result),
                                                 [this](std::function<void()> fn) { post_in_order(std::move(fn)); });
   }
 }
@@ -329,19 +330,19 @@ void PeerState::fail_recvs_after_loss(const Error& error, bool local, std::optio
     // bad data, an unknown type) fails the recv it would have reached, on its tag: the first
     // waiting there, else the next to come (its error takes the frame's place in the FIFO).
     auto in = inbox_.lock();
+    bool told = false;
     if (refused_tag) refused_owner = in.route_refusal(*refused_tag, error);
-    const bool reading_in_place = in.reading_in_place();
     // Recvs wait on the peer, not on one connection. One that ended cleanly while another to
     // the same peer lives (both sides dialed at once) leaves them to that one, which may still
     // bring their messages (a peer closing writes its last words on the connection it sends
     // on, and its end may be read on the other first); they fail when the last one ends. A
     // broken protocol fails them at once.
     if (session_.connections().empty() || error.code != ErrorCode::kConnectionClosed)
-      waiting = in.take_waiters(recv_error);
+      waiting = in.take_waiters(recv_error, &told);
     // A stream that broke with nobody waiting (a protocol error) must not vanish either: the
     // next recv on this peer that finds nothing queued reports it. The first such error is
     // kept; later ones are counted and logged, never overwrite it.
-    if (!refused_tag && waiting.empty() && !reading_in_place && error.code != ErrorCode::kConnectionClosed) {
+    if (!refused_tag && !told && error.code != ErrorCode::kConnectionClosed) {
       if (!in.keep_unreported(error)) {
         impl_.stats.errors_without_waiter.fetch_add(1, std::memory_order_relaxed);
         spdlog::warn("wcomm[{}]: peer '{}': {} (nobody waiting; an earlier error is still unreported)",

@@ -37,7 +37,7 @@ std::optional<std::size_t> Comm::wait_any(std::span<const Future<Received>> recv
       throw InvalidArgumentError("wait_any: recv " + std::to_string(i) + " is not a recv of this Comm");
     // Every recv is read where it waits (RecvWaiter::help), but on a closed Comm.
     auto connection = !impl_->closed.load() ? waiter->peer->connection_to_help(*waiter) : nullptr;
-    parts.push_back({connection ? &connection->reader_owner() : nullptr, &waiter->promise});
+    parts.push_back({connection ? &connection->reader_owner() : nullptr, &*waiter->promise});
     waiters.push_back(std::move(waiter));
     connections.push_back(std::move(connection));
   }
