@@ -126,6 +126,37 @@ TEST(CommSession, ARecvOutlivesAConnectionThatEndsWhileAnotherToThePeerLives) {
   EXPECT_EQ(ended.error().code, ErrorCode::kConnectionClosed) << ended.error().message;
 }
 
+TEST(CommSession, AMoveWhoseFirstFrameRepeatsADeliveredMessageStillEndsTheOldConnection) {
+  // node-a (by hand) sends a keyed message on one connection, then moves to another, whose
+  // first frame (flagged as superseding the others) is that message again: a retry after an
+  // unknown outcome. node-b drops the repeat, and must still end the old connection, whose
+  // frames it drops from then on: only that end tells node-a. It used to stay open, and
+  // everything node-a went on sending there was dropped for good, acked sends waiting for
+  // ever (CommRandomFaults.Seed1 in CI).
+  auto p = make_pair({}, fast_heartbeats());
+  const std::vector<std::string> features{"heartbeat=1", "incarnation=00000000000000ee", "supersede", "retry-key"};
+  RawClient old_connection(p.b->port());
+  raw_handshake(old_connection, features, "00000000000000000000000000000020");
+  RawClient new_connection(p.b->port());
+  raw_handshake(new_connection, features, "00000000000000000000000000000021");
+  CodecOptions keyed;
+  keyed.retry_key = 7;
+  old_connection.write(flatten(encode_data(Value("keyed"), {}, 4, 1, keyed).value()));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 4})).value, Value("keyed"));
+  auto repeat = flatten(encode_data(Value("keyed, again"), {}, 4, 2, keyed).value());
+  repeat[7] |= kFlagSupersedes;
+  new_connection.write(repeat);
+  // node-b's heartbeats may come first (a byte per look); then the end, at once.
+  bool ended = false;
+  const auto start = std::chrono::steady_clock::now();
+  while (!ended && seconds_since(start) < 3) ended = old_connection.closed_by_peer();
+  EXPECT_TRUE(ended) << "the superseded connection was left open";
+  // The repeat was not delivered; what comes next on the new connection is.
+  new_connection.write(flatten(encode_data(Value("next"), {}, 4, 3).value()));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 4})).value, Value("next"));
+  EXPECT_EQ(p.b->stats().duplicates_dropped, 1u);
+}
+
 TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
   auto p = make_pair({}, fast_heartbeats());
   auto waiting = p.b->recv(p.b->peer("node-a"));  // no timeout
