@@ -43,6 +43,50 @@ const std::string& Outbox::node_id() const { return peer_.peer().node_id; }
 bool Outbox::closing() const { return peer_.session().closing(); }
 const std::vector<std::shared_ptr<Connection>>& Outbox::connections() const { return peer_.session().connections(); }
 
+void Outbox::complete(OutMessage& message, Result<SendResult> result) {
+  message.state = OutMessage::State::kDone;
+  forget_deadline(message);
+  message.frame.segments.clear();  // the caller's memory is theirs again
+  message.promise.complete(std::move(result));
+}
+
+// ---- deadlines ---------------------------------------------------------------------------
+
+void Outbox::keep_deadline(OutMessage& message) {
+  message.deadline_entry = deadlines_.emplace(message.deadline, &message);
+  message.has_deadline_entry = true;
+  if (message.deadline >= timer_armed_for_) return;  // (a stream of sends with one timeout: never)
+  timer_armed_for_ = message.deadline;
+  if (!deadline_timer_) deadline_timer_.emplace(impl_.io);
+  deadline_timer_->expires_at(message.deadline);
+  deadline_timer_->async_wait([this](std::error_code ec) {
+    if (!ec) expire_due_sends();
+  });
+}
+
+void Outbox::forget_deadline(OutMessage& message) {
+  if (!message.has_deadline_entry) return;
+  deadlines_.erase(message.deadline_entry);
+  message.has_deadline_entry = false;
+}
+
+void Outbox::expire_due_sends() {
+  timer_armed_for_ = Clock::time_point::max();
+  const auto now = Clock::now();
+  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
+    OutMessage& due = *deadlines_.begin()->second;
+    forget_deadline(due);
+    // (A frame handed over whole meanwhile is delivered: cancel_send leaves it be.)
+    cancel_send(due.shared_from_this(), timeout_error("send", peer_.peer(), *due.timeout));
+  }
+  if (deadlines_.empty() || closing()) return;
+  timer_armed_for_ = deadlines_.begin()->first;
+  deadline_timer_->expires_at(timer_armed_for_);
+  deadline_timer_->async_wait([this](std::error_code ec) {
+    if (!ec) expire_due_sends();
+  });
+}
+
 bool Outbox::has_capacity_for(std::uint64_t bytes) const {
   const CommConfig& c = impl_.spec.comm;
   return queued_messages_ + 1 <= c.max_peer_queued_messages && queued_bytes_ + bytes <= c.max_peer_queued_bytes;
@@ -149,29 +193,23 @@ void Outbox::continue_inline_write(const std::shared_ptr<OutMessage>& message) {
 
 void Outbox::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   disable_inline();  // the loop may write from here on
-  if (closing()) {
-    message->promise.complete(Error{ErrorCode::kClosed, "the Comm is closed"});
-    return;
-  }
+  if (closing()) return complete(*message, Error{ErrorCode::kClosed, "the Comm is closed"});
   if (options.timeout) {
-    message->timer.emplace(impl_.io, deadline_of(options.timeout));
-    message->timer->async_wait([this, weak = std::weak_ptr(message), timeout = *options.timeout](std::error_code ec) {
-      auto m = weak.lock();
-      if (!ec && m) cancel_send(m, timeout_error("send", peer_.peer(), timeout));
-    });
+    message->timeout = options.timeout;
+    message->deadline = deadline_of(options.timeout);
+    keep_deadline(*message);
   }
   if (message->written_inline > 0) return continue_inline_write(message);
   if (has_capacity_for(message->bytes()) && (capacity_waiters_.empty() || may_pass_capacity_waiters(*message)))
     return admit(message);
   if (!options.wait_for_capacity) {
     const CommConfig& c = impl_.spec.comm;
-    message->promise.complete(Error{
+    complete(*message, Error{
         ErrorCode::kBackpressure,
         "send queue to '" + node_id() + "' is full (" + std::to_string(queued_messages_) + " messages, " +
             std::to_string(queued_bytes_) + " bytes queued; limits max_peer_queued_messages=" +
             std::to_string(c.max_peer_queued_messages) + ", max_peer_queued_bytes=" +
             std::to_string(c.max_peer_queued_bytes) + "); retry later or send with wait_for_capacity"});
-    message->timer.reset();
     return;
   }
   message->state = OutMessage::State::kWaitingForCapacity;
@@ -229,11 +267,8 @@ void Outbox::cancel_send(const std::shared_ptr<OutMessage>& message, Error error
     case OutMessage::State::kAwaitingAck:
       // Written already: only its wait for the ACK ends; the connection goes on. Whether the
       // peer read it is not known.
-      message->state = OutMessage::State::kDone;
       awaiting_ack_.erase(message->id);
-      message->timer.reset();
-      message->promise.complete(delivery_unknown("its wait ended (" + error.message + ")"));
-      return;
+      return complete(*message, delivery_unknown("its wait ended (" + error.message + ")"));
     case OutMessage::State::kActive:
       // Its last byte is out already: delivered; the write's completion is on its way.
       if (went_out_whole(*message)) return;
@@ -247,9 +282,7 @@ void Outbox::cancel_send(const std::shared_ptr<OutMessage>& message, Error error
                                  /*local=*/true);
       return;  // finish_active completes it
   }
-  message->timer.reset();
-  message->frame.segments.clear();
-  message->promise.complete(std::move(error));
+  complete(*message, std::move(error));
   admit_waiting();
 }
 
@@ -304,11 +337,9 @@ void Outbox::on_acks(const std::vector<std::uint64_t>& message_ids) {
     }
     auto message = std::move(found->second);
     awaiting_ack_.erase(found);
-    message->state = OutMessage::State::kDone;
-    message->timer.reset();
     impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
     impl_.stats.wire_bytes_sent.fetch_add(message->acked_wire_bytes, std::memory_order_relaxed);
-    message->promise.complete(SendResult{message->id, message->acked_wire_bytes});
+    complete(*message, SendResult{message->id, message->acked_wire_bytes});
   }
 }
 
@@ -328,11 +359,7 @@ void Outbox::fail_awaiting_acks(Connection* connection, const std::string& why) 
     failed.push_back(std::move(it->second));
     it = awaiting_ack_.erase(it);
   }
-  for (auto& m : failed) {
-    m->state = OutMessage::State::kDone;
-    m->timer.reset();
-    m->promise.complete(error);
-  }
+  for (auto& m : failed) complete(*m, error);
 }
 
 void Outbox::fail_sends(const Error& error) {
@@ -340,10 +367,7 @@ void Outbox::fail_sends(const Error& error) {
     for (auto& m : q) {
       if (m->state == OutMessage::State::kDone) continue;
       if (counted) release(*m);
-      m->state = OutMessage::State::kDone;
-      m->timer.reset();
-      m->frame.segments.clear();
-      m->promise.complete(error);
+      complete(*m, error);
     }
     q.clear();
   };
@@ -397,6 +421,7 @@ void Outbox::on_peer_restarted(const Error& error) {
 
 void Outbox::close(const Error& error) {
   disable_inline();
+  deadline_timer_.reset();  // every send completes below
   if (impl_.scheduler) impl_.scheduler->cancel(this);
   if (active_) {
     active_->abort_error = error;

@@ -11,6 +11,7 @@
 #include <chrono>
 #include <cstdint>
 #include <deque>
+#include <map>
 #include <memory>
 #include <mutex>
 #include <optional>
@@ -28,7 +29,10 @@ namespace wcomm {
 class Connection;
 class Outbox;
 class PeerState;
+struct OutMessage;
 using Clock = std::chrono::steady_clock;
+// The deadlines of the sends with a timeout, earliest first (OutMessage::deadline_entry).
+using SendDeadlines = std::multimap<Clock::time_point, OutMessage*>;
 
 // A message on its way out: queued, being written, or done.
 struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
@@ -39,7 +43,12 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   EncodedFrame frame;
   Promise<SendResult> promise;
   State state = State::kWaitingForCapacity;
-  std::optional<asio::steady_timer> timer;
+  // Its timeout, as data: the outbox's one timer ends it at its deadline, in whatever state
+  // (Outbox::expire_due_sends); an acked send keeps it while it waits for the ACK.
+  std::optional<Seconds> timeout;
+  Clock::time_point deadline = Clock::time_point::max();
+  SendDeadlines::iterator deadline_entry;  // while it has one (has_deadline_entry)
+  bool has_deadline_entry = false;
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
   std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
   bool wants_ack = false;            // CommOptions::ack
@@ -120,6 +129,14 @@ class Outbox {
   };
   const std::string& node_id() const;
   bool closing() const;
+  // The one way a send completes (but for one written whole by its caller's thread, which
+  // has no OutMessage): done, its deadline and its hold on the caller's memory let go of.
+  void complete(OutMessage& message, Result<SendResult> result);
+  // Deadlines: one timer for the outbox, armed for the earliest; when it fires, the sends
+  // whose deadline came are cancelled with a timeout (cancel_send), and it is armed again.
+  void keep_deadline(OutMessage& message);
+  void forget_deadline(OutMessage& message);
+  void expire_due_sends();
   const std::vector<std::shared_ptr<Connection>>& connections() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
@@ -155,6 +172,9 @@ class Outbox {
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
   std::unordered_map<std::uint64_t, std::shared_ptr<OutMessage>> awaiting_ack_;  // by message_id
+  SendDeadlines deadlines_;
+  std::optional<asio::steady_timer> deadline_timer_;
+  Clock::time_point timer_armed_for_ = Clock::time_point::max();
   std::vector<std::shared_ptr<OutMessage>> streaming_;  // chunked messages started, not done
   std::shared_ptr<Unit> unit_;                          // being written
   // Set once this side wrote a DATA frame to the peer: a connection written on for the first

@@ -227,12 +227,9 @@ void Outbox::fail_streaming(Connection* connection, const Error& error) {
   }
   for (auto& m : failed) {
     if (m->state == OutMessage::State::kDone) continue;
-    m->state = OutMessage::State::kDone;
     release(*m);
-    m->timer.reset();
-    m->frame.segments.clear();
     if (impl_.scheduler && bulk(*m)) impl_.scheduler->end_bulk(this);
-    m->promise.complete(m->abort_error ? *m->abort_error : error);
+    complete(*m, m->abort_error ? *m->abort_error : error);
   }
 }
 
@@ -263,30 +260,27 @@ void Outbox::finish_active(std::error_code ec) {
   if (!message) return;
   streaming_.erase(std::remove(streaming_.begin(), streaming_.end(), message), streaming_.end());
   if (impl_.scheduler && bulk(*message)) impl_.scheduler->end_bulk(this);
-  message->state = OutMessage::State::kDone;
   release(*message);
   std::uint64_t wire_bytes = message->bytes();
-  message->frame.segments.clear();  // the writer is done with the caller's memory
   const bool awaits_ack = !ec && !message->abort_error && written_on && message->frame.head.size() > 7 &&
                           (message->frame.head[7] & kFlagAckRequested);
-  if (!awaits_ack) message->timer.reset();
   if (message->abort_error) {
-    message->promise.complete(*message->abort_error);
+    complete(*message, *message->abort_error);
   } else if (ec) {
-    message->promise.complete(Error{ErrorCode::kConnectionClosed,
-                                    "connection to '" + node_id() + "' failed while sending: " + ec.message()});
+    complete(*message, Error{ErrorCode::kConnectionClosed,
+                             "connection to '" + node_id() + "' failed while sending: " + ec.message()});
   } else if (awaits_ack && !message->acked_early) {
     // Written; the send completes when the peer acknowledges it (on_acks), fails if the
-    // connection ends first, and keeps its timeout. Its queue capacity is free again.
+    // connection ends first, and keeps its deadline. Its queue capacity is free again.
     message->state = OutMessage::State::kAwaitingAck;
+    message->frame.segments.clear();  // the writer is done with the caller's memory
     message->ack_connection = written_on;
     message->acked_wire_bytes = wire_bytes;
     awaiting_ack_[message->id] = message;
   } else {
-    message->timer.reset();
     impl_.stats.messages_sent.fetch_add(1, std::memory_order_relaxed);
     impl_.stats.wire_bytes_sent.fetch_add(wire_bytes, std::memory_order_relaxed);
-    message->promise.complete(SendResult{message->id, wire_bytes});
+    complete(*message, SendResult{message->id, wire_bytes});
   }
   admit_waiting();
   pump();

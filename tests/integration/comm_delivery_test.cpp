@@ -154,5 +154,43 @@ TEST(CommDeadlines, ATimeoutTooLongForTheClockWaitsAndANaNOneIsRefused) {
   EXPECT_NE(negative.error().message.find("negative"), std::string::npos) << negative.error().message;
 }
 
+TEST(CommDeadlines, ASendsDeadlineIsKeptWhenAnEarlierOneComesAfterALaterOne) {
+  // Send deadlines are data, under one timer per peer armed for the earliest: a send with a
+  // short timeout that comes after one with a long timeout must end at its own deadline, not
+  // at the other's. The peer listens but never answers, so both wait (dialing, 30 s).
+  CommConfig config;
+  config.connect_timeout_s = 30;
+  ReservedPort port_a;
+  const int mute = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in addr{};
+  addr.sin_family = AF_INET;
+  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(mute, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
+  ASSERT_EQ(::listen(mute, 8), 0);
+  socklen_t len = sizeof addr;
+  ::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len);
+  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", ntohs(addr.sin_port)}},
+                         "127.0.0.1", config});
+  const Peer& peer = a->peer("mute");
+  auto late = a->send(Value(1), peer, {}, {.timeout = Seconds(20)});
+  const auto start = std::chrono::steady_clock::now();
+  auto early = a->send(Value(2), peer, {}, {.timeout = Seconds(0.3)});
+  auto later = a->send(Value(3), peer, {}, {.timeout = Seconds(0.6)});
+  auto r = wait_result(std::move(early));
+  const double took = seconds_since(start);
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kOperationTimeout) << r.error().message;
+  EXPECT_GE(took, 0.3);
+  EXPECT_LT(took, 5.0) << "it waited for the 20 s deadline";
+  auto r3 = wait_result(std::move(later));
+  ASSERT_FALSE(r3.ok());
+  EXPECT_EQ(r3.error().code, ErrorCode::kOperationTimeout);
+  EXPECT_GE(seconds_since(start), 0.6);
+  EXPECT_EQ(late.wait_for(0ms), nullptr) << "the 20 s send ended early";
+  late.cancel();
+  EXPECT_EQ(wait_result(std::move(late)).error().code, ErrorCode::kCancelled);
+  ::close(mute);
+}
+
 }  // namespace
 }  // namespace wcomm::testing
