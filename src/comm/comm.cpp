@@ -411,8 +411,8 @@ void run_on_loop(const std::weak_ptr<Comm::Impl>& comm, std::weak_ptr<Operation>
 }  // namespace
 
 void OutMessage::cancel() {
-  run_on_loop(comm, weak_from_this(), [outbox = outbox](const std::shared_ptr<OutMessage>& m) {
-    outbox->cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
+  run_on_loop(comm, weak_from_this(), [state = peer](const std::shared_ptr<OutMessage>& m) {
+    state->outbox().cancel_send(m, Error{ErrorCode::kCancelled, "send was cancelled"});
   });
 }
 

@@ -48,21 +48,16 @@ std::string new_connection_id();
 // One receive operation (recv, recv_into, recv_for), waiting in its peer's FIFO for its tag
 // (Inbox). Its sink is one of two: the promise behind its Future, or a slot on the stack of
 // the thread that reads for it (recv_for, until it returns: then a promise takes its place).
-struct RecvWaiter : detail::Operation, std::enable_shared_from_this<RecvWaiter> {
-  std::uint32_t tag = 0;
+struct RecvWaiter : CommOperation, std::enable_shared_from_this<RecvWaiter> {
   std::optional<Promise<Received>> promise;  // set by make()
   RecvSlot* slot = nullptr;                  // or this
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
-  // Its timeout, as data (set before the waiter is shared): the peer's one timer on the loop
-  // ends it at its deadline (PeerState::expire_due_recvs), whoever reads for it meanwhile.
-  std::optional<Seconds> timeout;
-  Clock::time_point deadline = Clock::time_point::max();
+  // Its deadline (CommOperation, set before the waiter is shared): the peer's one recv timer
+  // ends it there (PeerState::expire_due_recvs), whoever reads for it meanwhile.
   Inbox::Deadlines::iterator deadline_entry;  // in the inbox's deadlines, while waiting
   bool has_deadline_entry = false;
-  PeerState* peer = nullptr;
-  std::weak_ptr<Comm::Impl> comm;
   void cancel() override;
   // A thread blocked on a recv reads the message itself (PeerState::help_recv), with or
   // without a timeout: the timer ends the recv at its deadline whoever reads.

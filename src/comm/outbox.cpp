@@ -128,7 +128,7 @@ Future<SendResult> Outbox::send_from_caller(EncodedFrame frame, std::uint64_t id
   message->wants_ack = options.ack;
   message->compress = options.compress;
   message->priority = priority;
-  message->outbox = this;
+  message->peer = &peer_;
   message->comm = impl_.self;
   message->written_inline = written;
   message->inline_connection = std::move(written_to);

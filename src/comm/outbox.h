@@ -20,7 +20,7 @@
 
 #include <asio.hpp>
 
-#include "core/operation.h"
+#include "comm/operation.h"
 #include "wcomm/codec.h"
 #include "wcomm/comm.h"
 
@@ -34,19 +34,16 @@ using Clock = std::chrono::steady_clock;
 // The deadlines of the sends with a timeout, earliest first (OutMessage::deadline_entry).
 using SendDeadlines = std::multimap<Clock::time_point, OutMessage*>;
 
-// A message on its way out: queued, being written, or done.
-struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> {
+// A send on its way out: queued, being written, or done.
+struct OutMessage : CommOperation, std::enable_shared_from_this<OutMessage> {
   // kAwaitingAck: written; the promise waits for the peer's ACK (CommOptions::ack).
   enum class State { kWaitingForCapacity, kQueued, kActive, kAwaitingAck, kDone };
   std::uint64_t id = 0;
-  std::uint32_t tag = 0;
   EncodedFrame frame;
   Promise<SendResult> promise;
   State state = State::kWaitingForCapacity;
-  // Its timeout, as data: the outbox's one timer ends it at its deadline, in whatever state
+  // Its deadline (CommOperation): the outbox's one timer ends it there, in whatever state
   // (Outbox::expire_due_sends); an acked send keeps it while it waits for the ACK.
-  std::optional<Seconds> timeout;
-  Clock::time_point deadline = Clock::time_point::max();
   SendDeadlines::iterator deadline_entry;  // while it has one (has_deadline_entry)
   bool has_deadline_entry = false;
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
@@ -68,8 +65,6 @@ struct OutMessage : detail::Operation, std::enable_shared_from_this<OutMessage> 
   int failed_compressions = 0;              // chunks that did not shrink
   bool incompressible = false;              // stop trying
   bool sampled = false;                     // the compressibility sample was taken
-  Outbox* outbox = nullptr;
-  std::weak_ptr<Comm::Impl> comm;
   std::uint64_t bytes() const { return frame.wire_bytes(); }
   std::uint32_t frame_tag() const { return tag; }
   std::vector<asio::const_buffer> gather() const;
