@@ -94,6 +94,8 @@ struct PeerStats {
   // memory), "ring" (copied through shared memory: cross-memory attach was refused), or
   // "stream" (a socket); "" while not connected.
   std::string payload_path;
+  // Recvs (recv, recv_into, recv_for) waiting on this peer now: posted, not yet completed.
+  std::uint64_t recvs_waiting = 0;
 };
 
 struct CommStats {

@@ -217,6 +217,7 @@ py::dict CoreComm::stats() const {
     d["connected"] = p.connected;
     d["transport"] = p.transport;
     d["payload_path"] = p.payload_path;
+    d["recvs_waiting"] = p.recvs_waiting;
     peers[py::str(name)] = d;
   }
   out["peers"] = peers;

@@ -228,7 +228,7 @@ class PeerState {
   PeerSession& session() { return session_; }
   const PeerSession& session() const { return session_; }
   Outbox& outbox() { return outbox_; }
-  PeerStats stats() const { return session_.stats(); }  // any thread
+  PeerStats stats();  // any thread
 
   // ---- receive side (peer_receive.cpp) ----
   // Caller's thread: completes or parks a recv at once (its deadline with it, if any).

@@ -51,6 +51,13 @@ void Inbox::note_deadline(RecvWaiter& waiter, bool& arm) {
   if (arm) timer_armed_for_ = waiter.deadline;
 }
 
+std::size_t Inbox::Locked::waiting_count() const {
+  std::size_t waiting = 0;
+  for (const auto& [tag, waiters] : inbox_.waiters_)
+    for (const auto& w : waiters) waiting += w->done ? 0 : 1;
+  return waiting;
+}
+
 bool Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter) {
   bool arm;
   inbox_.note_deadline(*waiter, arm);

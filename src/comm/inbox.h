@@ -56,6 +56,7 @@ class Inbox {
     std::optional<Result<Received>> take(std::uint32_t tag);
     bool waiting(std::uint32_t tag) const;  // a recv waits on tag
     bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
+    std::size_t waiting_count() const;              // how many recvs wait
     // Parks a recv, last on its tag. True: it has the earliest deadline of all, earlier than
     // the loop's timer is armed for, so the loop must arm it again (PeerState::expire_due_recvs).
     [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter);

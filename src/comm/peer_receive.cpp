@@ -163,6 +163,12 @@ std::shared_ptr<Connection> PeerState::connection_to_help(const RecvWaiter& wait
   return waiter.done ? nullptr : in.caller_read();
 }
 
+PeerStats PeerState::stats() {
+  PeerStats s = session_.stats();
+  s.recvs_waiting = inbox_.lock().waiting_count();
+  return s;
+}
+
 bool PeerState::recvs_waiting(std::size_t beyond) { return inbox_.lock().waiting_beyond(beyond); }
 
 void PeerState::refresh_caller_read() {

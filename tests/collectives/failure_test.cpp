@@ -193,6 +193,7 @@ AbortMidFrame abort_rank_0_mid_frame(bool stall) {
   AbortMidFrame result;
   std::atomic<bool> thrown{false};
   Clock::time_point threw_at;
+  const std::uint64_t recvs_before = c0->stats().peers.at("rank-2").recvs_waiting;  // (the group's own)
   std::thread rank_0([&] {
     try {
       g0.allgather(Tensor::borrow(in.data(), DType::kFloat32, {kN}), Tensor::borrow(out.data(), DType::kFloat32, {3 * kN}),
@@ -207,11 +208,17 @@ AbortMidFrame abort_rank_0_mid_frame(bool stall) {
     for (std::size_t i = 0; i < out.size(); ++i) result.changed_after_throw += seen[i] != out[i] ? 4 : 0;
   });
 
-  // Rank 0 posts its recv_intos right after its first sends to rank 1 (a frame that came
-  // before its recv_into would be read into fresh storage: nothing to see here then).
+  // Rank 0 posts its recv_intos right after its first sends to rank 1; rank 2's frame must
+  // come after its recv_into on rank 2 (one that came before would be read into fresh
+  // storage: nothing to see here then).
   auto first = c1->recv(c1->peer("rank-0"), {.tag = kCollectiveTagBase | 0u, .timeout = Seconds(10)}).wait();
   EXPECT_TRUE(first.ok()) << first.error().message;
-  std::this_thread::sleep_for(std::chrono::milliseconds(200));
+  const auto posted_by = Clock::now() + std::chrono::seconds(10);
+  // (Both segments of rank 2's block, the first two recv_intos it posts there.)
+  const auto posted = [&] { return c0->stats().peers.at("rank-2").recvs_waiting >= recvs_before + 2; };
+  while (!posted() && Clock::now() < posted_by)
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // a bounded poll
+  EXPECT_TRUE(posted()) << "rank 0 never posted its recv_intos from rank 2";
   // Rank 2's block, segment 1 (tag step 1), ahead of segment 0.
   const Value signature = Dict{{"wcomm_group", "allgather(float32 x " + std::to_string(kN) + ") #0"}};
   std::vector<float> segment(kN / 2, 7.0f);
@@ -241,26 +248,19 @@ TEST(GroupFailure, AFailedCallReturnsOnlyOnceAFrameBeingReadIntoItsTensorHasEnde
   EXPECT_EQ(r.outcome.rank, 1) << r.outcome.message;
   EXPECT_EQ(r.outcome.code, static_cast<int>(ErrorCode::kInvalidArgument)) << r.outcome.message;
   EXPECT_EQ(r.changed_after_throw, 0u) << "the output was written after the call threw";
-  // Usually the rest of the frame (3/4 MiB at 1 MiB/s) comes first, but not always: in about
-  // 1 run in 12 rank 0 threw at once, nothing written afterwards (the frame had apparently not
-  // claimed the recv_into by then, so it went to fresh storage). The stalled variant below
-  // checks the wait's timing.
+  // The frame claimed the recv_into (it came after it was posted): the call waits for the
+  // rest of it (3/4 MiB at 1 MiB/s) before it throws. The stalled variant checks the bound.
+  EXPECT_GT(r.threw_after_abort, 0.3);
   EXPECT_LT(r.threw_after_abort, 10.0);
 }
 
 TEST(GroupFailure, AFailedCallEndsAStalledFrameBeingReadIntoItsTensorAfterItsBound) {
-  // The frame claims rank 0's recv_into only if rank 0 posted it first. Under load it
-  // sometimes had not (3 runs in 30 with two busy loops beside): the frame then went to fresh
-  // storage and rank 0 rightly threw at once. So up to three tries for the claimed case; a
-  // call that does not wait for a claimed frame throws at once in all three.
-  AbortMidFrame r;
-  for (int attempt = 0; attempt < 3; ++attempt) {
-    r = abort_rank_0_mid_frame(/*stall=*/true);
-    ASSERT_TRUE(r.outcome.failed);
-    EXPECT_EQ(r.outcome.rank, 1) << r.outcome.message;
-    EXPECT_EQ(r.changed_after_throw, 0u) << "the output was written after the call threw";
-    if (r.threw_after_abort > 1.5) break;
-  }
+  // The frame claims rank 0's recv_into (rank 2 sends once rank 0 posted it: recvs_waiting;
+  // under load a fixed 200 ms was sometimes too short, and three tries hid it).
+  AbortMidFrame r = abort_rank_0_mid_frame(/*stall=*/true);
+  ASSERT_TRUE(r.outcome.failed);
+  EXPECT_EQ(r.outcome.rank, 1) << r.outcome.message;
+  EXPECT_EQ(r.changed_after_throw, 0u) << "the output was written after the call threw";
   // The bound is the call's timeout (2 s); heartbeats would take 6 s.
   EXPECT_GT(r.threw_after_abort, 1.5);
   EXPECT_LT(r.threw_after_abort, 5.5);

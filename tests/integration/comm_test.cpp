@@ -53,6 +53,21 @@ TEST(CommSendRecv, ValueAndPiggypayload) {
   EXPECT_EQ(got.wire_bytes, sent.wire_bytes);
 }
 
+TEST(CommSendRecv, StatsCountTheRecvsWaitingOnAPeer) {
+  auto p = make_pair();
+  const Peer& a = p.b->peer("node-a");
+  EXPECT_EQ(p.b->stats().peers.at("node-a").recvs_waiting, 0u);
+  auto first = p.b->recv(a, {.tag = 1});
+  auto second = p.b->recv(a, {.tag = 2});
+  EXPECT_EQ(p.b->stats().peers.at("node-a").recvs_waiting, 2u);
+  wait_value(p.a->send(Value(1), p.a->peer("node-b"), {}, {.tag = 1}));
+  wait_value(std::move(first));
+  EXPECT_EQ(p.b->stats().peers.at("node-a").recvs_waiting, 1u);
+  second.cancel();
+  EXPECT_FALSE(wait_result(std::move(second)).ok());
+  EXPECT_EQ(p.b->stats().peers.at("node-a").recvs_waiting, 0u);
+}
+
 TEST(CommSendRecv, OneConnectionReusedInBothDirections) {
   auto p = make_pair();
   for (int i = 0; i < 5; ++i) {
