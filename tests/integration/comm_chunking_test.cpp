@@ -326,7 +326,8 @@ TEST(CommEgressScheduler, TheRateHoldsForTheWholeNodeAndPeersShareIt) {
   auto fan = make_fan(c, 2);
   auto done = fan_out(fan, 1 << 20);
   EXPECT_GT(*std::max_element(done.begin(), done.end()), 0.42);
-  // Round robin: both finish together, not one after the other.
+  // Round robin: both finish together (ratio about 1), not one after the other (about 0.5);
+  // 0.7 lies between the two, with room for a loaded machine's jitter: the true contract.
   EXPECT_GT(*std::min_element(done.begin(), done.end()), 0.7 * *std::max_element(done.begin(), done.end()));
 }
 
@@ -336,6 +337,7 @@ TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
   auto fan = make_fan(c, 2);
   auto done = fan_out(fan, 1 << 20);
   std::sort(done.begin(), done.end());
+  // One after the other: about 0.5 of the second's time; sharing the rate: about 1.
   EXPECT_LT(done[0], 0.75 * done[1]) << "the first flow finished alone, at about half the time";
   // A small message to a peer whose bulk waits for a slot is not held back.
   auto hub = fan.hub;
@@ -346,6 +348,7 @@ TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
   std::this_thread::sleep_for(30ms);
   wait_value(hub->send(Value("ping"), hub->peer("node-2"), {}, {.tag = 4}));
   EXPECT_EQ(wait_value(fan.leaves[1]->recv(fan.leaves[1]->peer("node-0"), {.tag = 4})).value, Value("ping"));
+  // Held until node-1's flow ends would be 0.5 s or more.
   EXPECT_LT(seconds_since(start), 0.3) << "not held until node-1's flow ends";
   wait_value(std::move(b1));
   wait_value(std::move(b2));
