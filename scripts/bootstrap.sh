@@ -1,21 +1,36 @@
 #!/usr/bin/env bash
-# Installs every Debian package wcomm builds, tests or benchmarks with. Idempotent: when all
-# packages are present it returns at once without touching apt.
+# Installs the Debian packages wcomm needs, by profile (each includes the ones before it):
+#   run   building the libraries, the `wcomm` command, the examples and the Python extension
+#         (scripts/run-example.sh, pip install .)
+#   test  + the test and benchmark tools (scripts/test.sh quick)
+#   full  + what only the cluster tests (sshd, Slurm, munge, Open MPI) and the sanitizer passes
+#         (clang 16) need (scripts/test.sh, .ci/run); the default
+# Idempotent: when all packages are present it returns at once without touching apt.
 set -euo pipefail
+profile=${1:-full}
 
-packages=(
+run=(
   build-essential cmake ninja-build pkg-config
   libasio-dev libmsgpack-cxx-dev libboost-dev libyaml-cpp-dev nlohmann-json3-dev
-  libcli11-dev libspdlog-dev libfmt-dev libssl-dev libucx-dev ucx-utils
-  libgtest-dev libgmock-dev libbenchmark-dev
-  pybind11-dev python3-pybind11 python3-dev python3-pytest python3-numpy python3-torch libdlpack-dev
-  python3-zmq python3-msgpack python3-yaml python3-pip python3-setuptools
-  libzmq3-dev cppzmq-dev libzstd-dev
+  libcli11-dev libspdlog-dev libfmt-dev libssl-dev libucx-dev libzmq3-dev cppzmq-dev libzstd-dev
+  pybind11-dev python3-pybind11 python3-dev python3-setuptools python3-pip python3-venv libdlpack-dev
+)
+test=(
+  libgtest-dev libgmock-dev libbenchmark-dev ucx-utils
+  python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack python3-yaml python3-build
   iperf3 iproute2 iputils-ping procps openssl
+)
+full=(
   openmpi-bin
   clang-16 libclang-rt-16-dev  # clang 16: _Float16 on x86 (14 lacks it)
   openssh-server openssh-client slurmctld slurmd slurm-client munge
 )
+case "$profile" in
+  run) packages=("${run[@]}") ;;
+  test) packages=("${run[@]}" "${test[@]}") ;;
+  full) packages=("${run[@]}" "${test[@]}" "${full[@]}") ;;
+  *) echo "bootstrap: unknown profile '$profile' (run, test or full)" >&2; exit 2 ;;
+esac
 
 missing=()
 for p in "${packages[@]}"; do
@@ -23,9 +38,10 @@ for p in "${packages[@]}"; do
 done
 [ ${#missing[@]} -eq 0 ] && exit 0
 
-echo "bootstrap: installing ${missing[*]}" >&2
+echo "bootstrap ($profile): installing ${#missing[@]} packages: ${missing[*]}" >&2
 SUDO=""
 [ "$(id -u)" -eq 0 ] || SUDO="sudo"
 export DEBIAN_FRONTEND=noninteractive
 $SUDO apt-get update -qq
 $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}" >/dev/null
+echo "bootstrap ($profile): done" >&2

@@ -4,11 +4,13 @@
 #   scripts/build.sh build-asan address,undefined wcomm_unit_tests
 #   scripts/build.sh build-asan fuzz wcomm_unit_tests fuzz_manifest   # clang: ASan + UBSan +
 #                                                                      # the libFuzzer targets
+# WCOMM_BOOTSTRAP: the packages' profile (scripts/bootstrap.sh; default test, full for a
+# sanitizer build); WCOMM_CMAKE_ARGS: more configure arguments (-DBUILD_TESTING=OFF, say).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/bootstrap.sh
 dir=${1:-build}
 sanitize=${2:-}
+if [ -n "$sanitize" ]; then bash scripts/bootstrap.sh full; else bash scripts/bootstrap.sh "${WCOMM_BOOTSTRAP:-test}"; fi
 shift $(( $# < 2 ? $# : 2 ))
 targets=()
 for t in "$@"; do targets+=(--target "$t"); done
@@ -16,7 +18,7 @@ generator=()
 command -v ninja >/dev/null && generator=(-G Ninja)
 # Release by default (no -g: half the compile time on two cores); WCOMM_BUILD_TYPE overrides.
 # Sanitizer builds use -O1: fast enough to run the suites, quicker to compile.
-flags=(-DCMAKE_BUILD_TYPE="${WCOMM_BUILD_TYPE:-Release}")
+flags=(-DCMAKE_BUILD_TYPE="${WCOMM_BUILD_TYPE:-Release}" -DBUILD_TESTING=ON -DWCOMM_EXAMPLES=ON -DWCOMM_BENCHMARKS=ON)
 # WCOMM_UNITY_BUILD=ON compiles a target's sources in batches (about half the compile time of
 # a fresh build: scripts/test.sh uses it); OFF (the default) rebuilds less after an edit.
 flags+=(-DCMAKE_UNITY_BUILD="${WCOMM_UNITY_BUILD:-OFF}")
@@ -37,5 +39,6 @@ cached=$(sed -n 's/^CMAKE_CXX_COMPILER:[A-Z]*=//p' "$dir/CMakeCache.txt" 2>/dev/
 if [ -n "$cached" ] && [ "$(basename "$cached")" != "$(basename "${compiler:-c++}")" ]; then
   rm -rf "$dir/CMakeCache.txt" "$dir/CMakeFiles"
 fi
-cmake -S . -B "$dir" "${generator[@]}" "${flags[@]}" -DWCOMM_SANITIZE="$sanitize" >/dev/null
+# shellcheck disable=SC2086  # WCOMM_CMAKE_ARGS: words
+cmake -S . -B "$dir" "${generator[@]}" "${flags[@]}" -DWCOMM_SANITIZE="$sanitize" ${WCOMM_CMAKE_ARGS:-} >/dev/null
 cmake --build "$dir" -j "${WCOMM_JOBS:-2}" "${targets[@]}"

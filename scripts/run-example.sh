@@ -3,7 +3,13 @@
 # Comms in one program (examples/p2p_local.cpp), then two `wcomm node` processes (echo + send).
 set -euo pipefail
 cd "$(dirname "$0")/.."
-bash scripts/build.sh build >/dev/null
+# Only what the example needs: the run profile's packages (scripts/bootstrap.sh), the library,
+# the `wcomm` command and the example, with the build's own progress lines.
+echo "== build (Release): the library, the wcomm command, examples/p2p_local (at ${SECONDS} s)"
+WCOMM_BOOTSTRAP=run WCOMM_UNITY_BUILD=${WCOMM_UNITY_BUILD:-ON} \
+  WCOMM_CMAKE_ARGS="-DBUILD_TESTING=OFF -DWCOMM_BENCHMARKS=OFF ${WCOMM_CMAKE_ARGS:-}" \
+  bash scripts/build.sh build "" p2p_local wcomm_cli
+echo "== built (at ${SECONDS} s)"
 echo "== examples/p2p_local"
 build/examples/p2p_local
 echo

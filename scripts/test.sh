@@ -1,5 +1,9 @@
 #!/usr/bin/env bash
-# Runs every test: the C++ suites (ctest), the Python suite (pytest, when present), then the
+# scripts/test.sh quick: a check of a change in minutes (docs/testing.md): a Release build of
+# the unit and integration tests and the Python extension, the unit tests and the integration
+# suite's core (ctest -L 'unit|quick'), and the Python tests but the slow ones.
+#
+# scripts/test.sh: runs every test (what .ci/run runs): the C++ suites (ctest), the Python suite (pytest, when present), then the
 # same C++ suites under AddressSanitizer + UndefinedBehaviorSanitizer and under
 # ThreadSanitizer, then a short libFuzzer pass (scripts/fuzz.sh, from the ASan build). Installs
 # what it needs.
@@ -14,6 +18,26 @@ cd "$(dirname "$0")/.."
 export WCOMM_UNITY_BUILD=${WCOMM_UNITY_BUILD:-ON}
 # Each phase is announced with the time since the start, to see where CI time goes.
 phase() { echo "== $* (at ${SECONDS} s)"; }
+
+# The packages: the test profile for the quick run; the full run adds the cluster tests' sshd,
+# Slurm and Open MPI and the sanitizers' clang (scripts/bootstrap.sh).
+if [ "${1:-}" = quick ]; then bash scripts/bootstrap.sh test; else bash scripts/bootstrap.sh full; fi
+
+if [ "${1:-}" = quick ]; then
+  phase "build (Release): unit and integration tests, the Python extension"
+  bash scripts/build.sh build "" wcomm_unit_tests wcomm_integration_tests wcomm_python_core wcomm_cli
+  phase "ctest -L 'unit|quick'"
+  (cd build && ctest --output-on-failure -j2 --timeout 120 -L 'unit|quick')
+  phase "pytest (quick: not the cluster launchers, the mesh deadlock hunt, V0.1's command lines)"
+  bash scripts/install-python.sh build
+  ignore=()
+  for slow in cluster_ssh cluster_batch mesh_deadlock v01_dropin node_cli group_launchers v01_benchmark; do
+    ignore+=("--ignore=tests/python/test_$slow.py")
+  done
+  /usr/bin/python3 -m pytest -q tests/python "${ignore[@]}"
+  phase "done"
+  exit 0
+fi
 
 phase "build (Release)"
 bash scripts/build.sh build
@@ -33,6 +57,9 @@ if [ -d tests/python ] && ls tests/python/test_*.py >/dev/null 2>&1; then
   set -e
   [ $rc -eq 0 ] || [ $rc -eq 5 ] || exit $rc
 fi
+
+phase "Python package (sdist, wheel from it, a fresh venv)"
+bash scripts/check-wheel.sh
 
 if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # clang, with the libFuzzer targets: the fuzz pass below runs from this same build.

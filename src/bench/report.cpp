@@ -42,7 +42,7 @@ nlohmann::json node_section(const std::string& node_id, const std::string& inter
 nlohmann::json wcomm_section() {
   return {
       {"implementation", "wcomm"},
-      {"version", "0.2.0"},
+      {"version", WCOMM_VERSION},
       {"diagnostics_collected", true},
       {"placeholders", nlohmann::json::array()},
       {"note",
