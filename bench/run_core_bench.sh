@@ -17,7 +17,7 @@ build="$(cd "${1:-$root/build}" && pwd)"
 rounds="${ROUNDS:-5000}"
 repeat="${REPEAT:-5}"
 trials="${TRIALS:-3}"
-python=/usr/bin/python3  # Debian's interpreter (architecture.md); only its json module is used
+python=/usr/bin/python3  # Debian's interpreter (README.md); only its json module is used
 
 need() { [ -x "$1" ] || { echo "run_core_bench: $1 is missing; build it first:" \
   "cmake --build $build -j2 --target wcomm_cli raw_tcp_pingpong api_pingpong api_goodput recv_rss raw_tcp_bulk" >&2; exit 1; }; }
