@@ -263,10 +263,15 @@ nlohmann::json Initiator::run() {
   initiator["link_samples"] = sampler.stop();
   add_environment_section(initiator, environment_before, capture_environment({interface, host, {}}));
   add_process_usage(initiator, usage_before, sample_process_usage());
+  // What carried the run, before the stop ends it (V0.1's "transport" key says "tcp" for any
+  // host:port peer, as V0.1 did; with auto, one host's nodes talk over shared memory).
+  const PeerStats carried = control_.comm().stats().peers.at(peer.node_id);
   say("stop: collecting the responder's report");
   report["responder"] = stop();
   report["initiator"] = std::move(initiator);
   report["wcomm"] = wcomm_section();
+  report["wcomm"]["carried_by"] = {
+      {"peer", peer.node_id}, {"transport", carried.transport}, {"payload_path", carried.payload_path}};
   report["finished_at"] = utc_timestamp_now();
   say("done");
   return report;

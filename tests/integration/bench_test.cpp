@@ -208,6 +208,11 @@ TEST(BenchEndToEnd, ResponderAndInitiatorThreads) {
   ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
   check_report(report);
+  // auto, one host: shared memory carried it, whatever V0.1's "transport" key says.
+  EXPECT_EQ(report["wcomm"]["carried_by"]["peer"], "node-b");
+  EXPECT_EQ(report["wcomm"]["carried_by"]["transport"], "shm");
+  const std::string path = report["wcomm"]["carried_by"]["payload_path"];
+  EXPECT_TRUE(path == "cma" || path == "ring") << path;
   EXPECT_EQ(report["initiator"]["interface"], "lo");
   EXPECT_EQ(report["responder"], responder.report);
   EXPECT_FALSE(progress.empty());
@@ -234,6 +239,7 @@ TEST(BenchEndToEnd, OverUnixSocketsTheNetworkPartsAreSkipped) {
   ASSERT_TRUE(responder.error.empty()) << responder.error;
   ASSERT_FALSE(report.is_null());
   EXPECT_EQ(report["transport"], "unix");
+  EXPECT_EQ(report["wcomm"]["carried_by"]["transport"], "unix");
   EXPECT_EQ(report["latency"].size(), 2u);
   EXPECT_GT(report["throughput"]["upload"][0]["aggregate_goodput_mbps"]["p50"].get<double>(), 0.0);
   EXPECT_NE(report["ping_to_responder"]["skipped"].get<std::string>().find("no network path"), std::string::npos);

@@ -161,16 +161,9 @@ TEST(CommDeadlines, ASendsDeadlineIsKeptWhenAnEarlierOneComesAfterALaterOne) {
   CommConfig config;
   config.connect_timeout_s = 30;
   ReservedPort port_a;
-  const int mute = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(mute, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(mute, 8), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(mute, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", ntohs(addr.sin_port)}},
-                         "127.0.0.1", config});
+  MuteListener mute;
+  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", mute.port()}}, "127.0.0.1",
+                         config});
   const Peer& peer = a->peer("mute");
   auto late = a->send(Value(1), peer, {}, {.timeout = Seconds(20)});
   const auto start = std::chrono::steady_clock::now();
@@ -189,7 +182,6 @@ TEST(CommDeadlines, ASendsDeadlineIsKeptWhenAnEarlierOneComesAfterALaterOne) {
   EXPECT_EQ(late.wait_for(0ms), nullptr) << "the 20 s send ended early";
   late.cancel();
   EXPECT_EQ(wait_result(std::move(late)).error().code, ErrorCode::kCancelled);
-  ::close(mute);
 }
 
 }  // namespace

@@ -30,25 +30,15 @@ TEST(CommDial, RefusedPeerFailsInAboutTwoSecondsNotTheConnectTimeout) {
 }
 
 TEST(CommDial, AListenerThatNeverAnswersFailsAtTheConnectTimeout) {
-  // A socket that listens but never accepts: the kernel completes the TCP handshake, and
-  // nobody ever answers HELLO.
   CommConfig config;
   config.connect_timeout_s = 0.5;
   ReservedPort port_a;
-  const int silent = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ASSERT_EQ(::bind(silent, reinterpret_cast<sockaddr*>(&addr), sizeof addr), 0);
-  ASSERT_EQ(::listen(silent, 8), 0);
-  socklen_t len = sizeof addr;
-  ::getsockname(silent, reinterpret_cast<sockaddr*>(&addr), &len);
-  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", ntohs(addr.sin_port)}},
-                         "127.0.0.1", config});
+  MuteListener mute;
+  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", mute.port()}}, "127.0.0.1",
+                         config});
   const auto start = Clock::now();
   auto r = wait_result(a->send(Value(1), a->peer("mute")), 10s);
   const double took = seconds_since(start);
-  ::close(silent);
   ASSERT_FALSE(r.ok());
   EXPECT_EQ(r.error().code, ErrorCode::kConnectionFailed);
   EXPECT_NE(r.error().message.find("within 0.5 s"), std::string::npos) << r.error().message;

@@ -104,6 +104,31 @@ class RawClient {
   bool connected_ = false;
 };
 
+// A socket that listens on 127.0.0.1 but never accepts: the kernel completes a dialer's TCP
+// handshake, and nobody ever answers HELLO (a peer that hangs while dialed).
+class MuteListener {
+ public:
+  MuteListener() {
+    fd_ = ::socket(AF_INET, SOCK_STREAM, 0);
+    sockaddr_in addr{};
+    addr.sin_family = AF_INET;
+    addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+    socklen_t len = sizeof addr;
+    if (::bind(fd_, reinterpret_cast<sockaddr*>(&addr), sizeof addr) != 0 || ::listen(fd_, 8) != 0 ||
+        ::getsockname(fd_, reinterpret_cast<sockaddr*>(&addr), &len) != 0)
+      throw std::runtime_error("MuteListener: cannot listen on 127.0.0.1");
+    port_ = ntohs(addr.sin_port);
+  }
+  ~MuteListener() { ::close(fd_); }
+  MuteListener(const MuteListener&) = delete;
+  MuteListener& operator=(const MuteListener&) = delete;
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }
