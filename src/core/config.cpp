@@ -223,6 +223,29 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
 // YAML node config
 // ---------------------------------------------------------------------------------------------
 
+// The text with every byte that is not part of valid UTF-8 written as \xNN: a message quotes
+// the file's own bytes, and Python (and terminals) need valid UTF-8 to show any of it.
+std::string printable_utf8(const std::string& text) {
+  std::string out;
+  for (std::size_t i = 0; i < text.size();) {
+    const auto c = static_cast<unsigned char>(text[i]);
+    const std::size_t n = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    bool valid = n > 0 && i + n <= text.size() && !(n == 2 && c < 0xC2);
+    for (std::size_t k = 1; valid && k < n; ++k) valid = (static_cast<unsigned char>(text[i + k]) >> 6) == 0x2;
+    if (valid) {
+      out.append(text, i, n);
+      i += n;
+    } else {
+      static const char* hex = "0123456789abcdef";
+      out += "\\x";
+      out += hex[c >> 4];
+      out += hex[c & 0xF];
+      i += 1;
+    }
+  }
+  return out;
+}
+
 // Raised with the file name and, where known, the line of the offending node.
 [[noreturn]] void fail(const std::string& origin, const std::string& key, const std::string& what,
                        const YAML::Mark* mark = nullptr) {
@@ -230,7 +253,7 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if (!key.empty()) message += key + ": ";
   message += what;
   if (mark != nullptr && mark->line >= 0) message += " (line " + std::to_string(mark->line + 1) + ")";
-  throw InvalidArgumentError(message);
+  throw InvalidArgumentError(printable_utf8(message));
 }
 
 std::size_t edit_distance(std::string_view a, std::string_view b) {
@@ -376,6 +399,15 @@ class Reader {
     return node.Scalar();
   }
 
+  // A name (node_id, host): a string, which a plain YAML number is not (V0.1 refuses
+  // `node_id: 123`; `host: 12345` would fail only at listen or dial).
+  std::string name(const YAML::Node& node, const std::string& key) const {
+    if (is_plain_scalar(node) && parse_number(node.Scalar()))
+      fail_at(key, "expected a string, got the number " + node.Scalar() + " (quote it if it is a name: '" +
+                       node.Scalar() + "')", node);
+    return string(node, key);
+  }
+
   std::uint64_t unsigned_integer(const YAML::Node& node, const std::string& key,
                                  const char* expected = "a non-negative integer") const {
     std::optional<std::uint64_t> value;
@@ -434,10 +466,10 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
   for (const auto& [key, value] : r.entries(node, path, is_local ? local_keys : peer_keys)) {
     const std::string field = path + "." + key;
     if (key == "node_id") {
-      peer.node_id = r.string(value, field);
+      peer.node_id = r.name(value, field);
       has_id = true;
     } else if (key == "host") {
-      peer.host = r.string(value, field);
+      peer.host = r.name(value, field);
       has_host = true;
     } else if (key == "port") {
       // Port 0 asks the OS for an ephemeral port: meaningful for the local listener only.
@@ -454,7 +486,7 @@ Peer read_peer(const Reader& r, const YAML::Node& node, const std::string& path,
       for (std::size_t i = 0; i < value.size(); ++i) add_address(value[i], field + "[" + std::to_string(i) + "]");
       has_address = true;
     } else if (key == "bind_host") {
-      *bind_host = r.string(value, field);
+      *bind_host = r.name(value, field);
     } else if (key == "transport") {
       peer.transport = r.string(value, field);
       if (!is_transport_choice(peer.transport))
@@ -656,7 +688,8 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
     Peer peer = read_peer(r, item, path, /*is_local=*/false, nullptr);
     if (peer.node_id == config.local.node_id)
       r.fail_at(path + ".node_id",
-                "'" + peer.node_id + "' is the local node's own node_id; list only remote peers", item);
+                "duplicate node_id '" + peer.node_id + "': it is the local node's own node_id; list only remote peers",
+                item);
     if (!ids.insert(peer.node_id).second)
       r.fail_at(path + ".node_id", "duplicate node_id '" + peer.node_id + "' (each peer is listed once)", item);
     config.peers.push_back(std::move(peer));

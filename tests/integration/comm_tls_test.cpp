@@ -165,6 +165,8 @@ TEST(CommTls, ConfigurationMistakesAreNamed) {
     ADD_FAILURE() << "a missing certificate file was accepted";
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("/nonexistent/wcs-node-a.pem"), std::string::npos) << e.what();
+    // The reason in words, not OpenSSL's packed number for ENOENT (2147483650).
+    EXPECT_NE(std::string(e.what()).find("No such file or directory"), std::string::npos) << e.what();
   }
   TlsConfig mismatched = certs.config("ca1", "node-a");
   mismatched.key_file = certs.config("ca1", "node-b").key_file;

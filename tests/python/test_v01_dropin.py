@@ -323,6 +323,26 @@ def test_directory_config_errors_keep_v01_words(tmp_path):
                     "peers: [{node_id: node-b, host: 127.0.0.1, port: 9201}]\n")
     with pytest.raises(ValueError, match="same address as the local node"):
         load_runtime_config(path)
+    # A peer that names the local node: V0.1's words ("duplicate node_id") inside the better message.
+    path.write_text("local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n"
+                    "peers: [{node_id: node-a, host: 127.0.0.1, port: 9202}]\n")
+    with pytest.raises(ValueError, match="duplicate node_id 'node-a': it is the local node's own node_id"):
+        load_runtime_config(path)
+    # V0.1 wants node_id as a string.
+    path.write_text("local: {node_id: 123, host: 127.0.0.1, port: 9201}\n"
+                    "peers: [{node_id: node-b, host: 127.0.0.1, port: 9202}]\n")
+    with pytest.raises(ValueError, match="local.node_id: expected a string, got the number 123"):
+        load_runtime_config(path)
+
+
+def test_a_config_error_quoting_bytes_that_are_not_utf8_says_what_is_wrong(tmp_path):
+    # It raised ValueError('') (the message quoted the file's bytes, not valid UTF-8).
+    path = tmp_path / "node.yaml"
+    path.write_bytes(b"local: {node_id: node-a, host: 127.0.0.1, port: \xff}\n"
+                     b"peers: [{node_id: node-b, host: 127.0.0.1, port: 9202}]\n")
+    with pytest.raises(ValueError) as raised:
+        load_runtime_config(path)
+    assert str(path) in str(raised.value) and "local.port" in str(raised.value) and "\\xff" in str(raised.value)
     path.write_text("local: {node_id: node-a, host: 127.0.0.1, port: 9201}\npeers: []\nextra: 1\n")
     with pytest.raises(ValueError, match="unknown fields in configuration: extra"):
         load_runtime_config(path)

@@ -381,11 +381,28 @@ TEST(ParseNodeConfig, PortRanges) {
   EXPECT_EQ(parse_node_config("local: {node_id: a, host: h, port: 65535}\n" + kPeers).local.port, 65535);
 }
 
+TEST(ParseNodeConfig, BytesThatAreNotUtf8AreQuotedAsEscapes) {
+  // The message quotes the file's bytes; Python shows a message only if it is valid UTF-8
+  // (it raised ValueError('') for this one).
+  EXPECT_HAS(parse_error("local: {node_id: node-a, host: h, port: \xff\xfe}\n" + kPeers),
+             "local.port: expected a port number 0..65535, got '\\xff\\xfe'");
+  EXPECT_HAS(parse_error("local: {node_id: n\xc3\xa9, host: h, port: 0x}\n" + kPeers), "local.port");
+}
+
+TEST(ParseNodeConfig, ANameWrittenAsANumberIsRefused) {
+  // V0.1 wants node_id as a string; a host that is a bare number fails only at listen or dial.
+  EXPECT_HAS(parse_error("local: {node_id: 123, host: 127.0.0.1, port: 9000}\n" + kPeers),
+             "local.node_id: expected a string, got the number 123 (quote it if it is a name: '123')");
+  EXPECT_HAS(parse_error(kLocal + "peers: [{node_id: node-b, host: 12345, port: 9000}]\n"),
+             "peers[0].host: expected a string, got the number 12345");
+  EXPECT_EQ(parse_node_config("local: {node_id: '123', host: 127.0.0.1, port: 9000}\n" + kPeers).local.node_id, "123");
+}
+
 TEST(ParseNodeConfig, PeerDirectoryConsistency) {
   EXPECT_HAS(parse_error(kLocal + kPeers + "  - {node_id: node-b, host: 192.0.2.12, port: 9000}\n"),
              "peers[1].node_id: duplicate node_id 'node-b'");
   EXPECT_HAS(parse_error(kLocal + "peers: [{node_id: node-a, host: 192.0.2.12, port: 9000}]\n"),
-             "peers[0].node_id: 'node-a' is the local node's own node_id");
+             "peers[0].node_id: duplicate node_id 'node-a': it is the local node's own node_id");
 }
 
 // Two nodes on one address: the node would dial itself. Port 0 (ephemeral) never clashes.

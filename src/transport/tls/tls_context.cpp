@@ -1,6 +1,8 @@
 // TlsContext: see tls_context.h.
 #include "transport/tls/tls_context.h"
 
+#include <cstring>
+
 #include <openssl/err.h>
 #include <openssl/ssl.h>
 
@@ -15,6 +17,8 @@ std::string openssl_reason() {
   const unsigned long e = ERR_get_error();
   ERR_clear_error();
   if (e == 0) return "unknown OpenSSL error";
+  // A system call's failure (a file that is missing or unreadable): its errno, in words.
+  if (ERR_SYSTEM_ERROR(e)) return std::strerror(static_cast<int>(ERR_GET_REASON(e)));
   const char* reason = ERR_reason_error_string(e);
   return reason ? reason : "OpenSSL error " + std::to_string(e);
 }
