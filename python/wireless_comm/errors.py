@@ -1,8 +1,10 @@
 """The exceptions wireless_comm raises, with the names of the V0.1 package.
 
-Every one derives from CommError. Those with an obvious builtin meaning also derive from it
-(OperationTimeoutError is a TimeoutError, the two connection errors are ConnectionErrors), so
-generic handlers keep working. As in V0.1, UnsupportedPayloadError and UnknownCodecError are
+Every one derives from CommError. The two connection errors are also ConnectionErrors, so
+generic handlers keep working. OperationTimeoutError is not a TimeoutError, as in V0.1: V0.1
+code reads `except asyncio.TimeoutError` around `asyncio.wait_for(comm.recv(...), t)` as "the
+outer wait expired" (asyncio.TimeoutError is TimeoutError from Python 3.11), and must not catch
+the operation's own timeout there. As in V0.1, UnsupportedPayloadError and UnknownCodecError are
 SerializationErrors.
 
 Two failures that V0.1 reports with another class than wcomm's precise one raise a class that
@@ -67,8 +69,8 @@ class MessageTooLargeError(CommError):
     """A message, or a part of it, exceeds one of the CommConfig limits."""
 
 
-class OperationTimeoutError(CommError, TimeoutError):
-    """The operation's CommOptions.timeout expired."""
+class OperationTimeoutError(CommError):
+    """The operation's CommOptions.timeout expired (a CommError only, as in V0.1: not a TimeoutError)."""
 
 
 class ProtocolError(CommError):

@@ -28,7 +28,9 @@ def test_v01_names_are_exported():
         assert hasattr(wireless_comm, name), name
     for name in V01_ERRORS:
         assert issubclass(getattr(wireless_comm, name), wireless_comm.CommError)
-    assert issubclass(wireless_comm.OperationTimeoutError, TimeoutError)
+    # As in V0.1, not a TimeoutError (asyncio.TimeoutError is TimeoutError from 3.11): V0.1 code
+    # reads `except asyncio.TimeoutError` around asyncio.wait_for as the outer wait's end.
+    assert not issubclass(wireless_comm.OperationTimeoutError, TimeoutError)
     assert issubclass(wireless_comm.ConnectionClosedError, ConnectionError)
 
 

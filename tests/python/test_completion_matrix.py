@@ -103,6 +103,14 @@ def test_a_recv_given_up_ends_on_time_and_loses_no_message(transport, how, busy)
             if how == "own_timeout":
                 with pytest.raises(OperationTimeoutError):
                     await b.recv(src, CommOptions(tag=5, timeout=0.2))
+                # V0.1's idiom: the op's own timeout is not the outer wait's (asyncio.TimeoutError).
+                try:
+                    await asyncio.wait_for(b.recv(src, CommOptions(tag=5, timeout=0.2)), 5)
+                    raise AssertionError("the recv did not time out")
+                except asyncio.TimeoutError:
+                    raise AssertionError("the recv's own timeout was taken for the outer wait's")
+                except OperationTimeoutError:
+                    pass
             elif how == "wait_for":
                 with pytest.raises(TimeoutError):
                     await asyncio.wait_for(b.recv(src, CommOptions(tag=5)), 0.2)
