@@ -2,6 +2,7 @@
 #include "errors_bridge.h"
 
 #include <stdexcept>
+#include <system_error>
 
 namespace wcomm::python {
 namespace {
@@ -75,6 +76,9 @@ void register_error_translator() {
       PyErr_SetString(error_class(e.code(), e.what()).ptr(), e.what());
     } catch (const std::out_of_range& e) {
       PyErr_SetString(PyExc_KeyError, e.what());
+    } catch (const std::system_error& e) {
+      // OSError(errno, message): EBADF for a closed event descriptor, as pyzmq raises.
+      PyErr_SetObject(PyExc_OSError, py::make_tuple(e.code().value(), e.what()).ptr());
     }
   });
 }

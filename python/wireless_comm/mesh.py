@@ -233,6 +233,7 @@ class ZMQCommunicator(BaseCommunicator):
         self.poller = zmq.Poller()
         self.poller.register(self.pull_socket, zmq.POLLIN)
         self._event: Optional[EventWakeup] = None
+        self._event_fd = -1  # the fd registered (the event keeps it until closed)
         self.push_sockets = {}
         for peer in push_ids:
             if peer != my_id:
@@ -260,26 +261,31 @@ class ZMQCommunicator(BaseCommunicator):
 
     def register_event_for_poll(self, event: EventWakeup) -> None:
         if self._event is not None:
-            self.poller.unregister(self._event.fd)
+            self.poller.unregister(self._event_fd)
         self._event = event
+        self._event_fd = event.fd
         self.poller.register(event.fd, self._zmq.POLLIN)
 
     def _wait(self, timeout_ms, writable_peers) -> tuple:
         zmq = self._zmq
         poller = self.poller
+        if self._event is not None:
+            # A closed event descriptor: OSError EBADF, as mstar's poller raises (zmq_poll here
+            # only ends at once, every time, and a polling loop would spin).
+            os.fstat(self._event_fd)
         if writable_peers:
             poller = zmq.Poller()
             poller.register(self.pull_socket, zmq.POLLIN)
             if self._event is not None:
-                poller.register(self._event.fd, zmq.POLLIN)
+                poller.register(self._event_fd, zmq.POLLIN)
             for peer in writable_peers:
                 poller.register(self._push(peer), zmq.POLLOUT)
         ready = dict(poller.poll(None if timeout_ms is None or timeout_ms < 0 else timeout_ms))
-        event = self._event is not None and self._event.fd in ready
+        event = self._event is not None and self._event_fd in ready
         if event:
             self._event.drain()
         readable = self.pull_socket in ready
-        writable = any(s is not self.pull_socket and s != getattr(self._event, "fd", None) for s in ready)
+        writable = any(s is not self.pull_socket and s != self._event_fd for s in ready)
         return readable, event, writable
 
     def poll_for_messages(self, timeout_ms: int = 20) -> bool:
@@ -484,8 +490,10 @@ class OutboxCommunicator:
 
 def requested_transport() -> str:
     """MSTAR_RUST_ZMQ (else WCOMM_MESH_NATIVE) as set, upper-cased: 0, 1 or AUTO (the default)."""
-    value = os.environ.get("MSTAR_RUST_ZMQ") or os.environ.get("WCOMM_MESH_NATIVE") or "AUTO"
-    return value.strip().upper()
+    # Set, even empty, it is what it says: MSTAR_RUST_ZMQ="" is refused by make_communicator,
+    # as in mstar (not taken as AUTO).
+    value = os.environ.get("MSTAR_RUST_ZMQ", os.environ.get("WCOMM_MESH_NATIVE", "AUTO"))
+    return value.upper()
 
 
 def make_communicator(*args, nonblocking_send: bool = False, transport: Optional[str] = None,

@@ -1,11 +1,14 @@
 // Communicator's shared parts: decoding drains, the registered event, protocol names.
 #include "wcomm/mesh/communicator.h"
 
+#include <fcntl.h>
 #include <unistd.h>
 
 #include <cctype>
 #include <cerrno>
 #include <cstdint>
+#include <string>
+#include <system_error>
 
 #include <spdlog/spdlog.h>
 
@@ -50,6 +53,14 @@ std::vector<Value> Communicator::get_all_new_messages(bool blocking, std::option
     }
   }
   return out;
+}
+
+int Communicator::event_fd() const {
+  if (event_fd_ >= 0 && ::fcntl(event_fd_, F_GETFD) < 0 && errno == EBADF)
+    throw std::system_error(EBADF, std::generic_category(),
+                            "mesh entity '" + my_id_ + "': the event registered for poll (fd " +
+                                std::to_string(event_fd_) + ") was closed");
+  return event_fd_;
 }
 
 void Communicator::drain_event() const {

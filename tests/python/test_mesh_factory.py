@@ -45,6 +45,14 @@ def test_bad_value_is_named(monkeypatch, prefix):
         make_communicator("worker_0", [], CommProtocol.IPC, prefix)
 
 
+def test_an_empty_value_is_refused_as_in_mstar(monkeypatch, prefix):
+    # Set but empty is not AUTO: mstar raises ValueError for it.
+    monkeypatch.setenv("MSTAR_RUST_ZMQ", "")
+    assert requested_transport() == ""
+    with pytest.raises(ValueError, match="MSTAR_RUST_ZMQ=''"):
+        make_communicator("worker_0", [], CommProtocol.IPC, prefix)
+
+
 def test_wcomm_transport_by_name_or_shm(prefix):
     c = make_communicator("worker_0", [], ipc_socket_path_prefix=prefix, transport="wcomm")
     assert type(c) is WcommCommunicator

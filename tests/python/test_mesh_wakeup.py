@@ -32,6 +32,22 @@ def make(backend, tmp_path, me, push, hwm=None):
     return cls(me, push, protocol, prefix, **kwargs)
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_poll_with_its_event_closed_raises_ebadf(tmp_path, backend):
+    # It returned False at once, every time: a polling loop spun at full CPU. mstar raises
+    # OSError EBADF.
+    import errno
+
+    c = make(backend, tmp_path, "worker_0", [])
+    event = EventWakeup()
+    c.register_event_for_poll(event)
+    event.close()
+    with pytest.raises(OSError) as raised:
+        c.poll_for_messages(10)
+    assert raised.value.errno == errno.EBADF, raised.value
+    c.close()
+
+
 @pytest.mark.parametrize("backend", WITH_RDMA)
 def test_event_wakeup_ends_poll_early(tmp_path, backend):
     c = make(backend, tmp_path, "worker_0", [])

@@ -73,14 +73,16 @@ class Communicator {
 
   // Have poll_for_messages (and blocking gets) also end when the eventfd `fd` is readable.
   // The fd is not owned (an EventWakeup's, usually) and must outlive its registration; -1
-  // unregisters.
+  // unregisters. A wait with the fd closed throws std::system_error (EBADF), as pyzmq's poller
+  // does: it would otherwise end at once every time, and a polling loop would spin.
   void register_event_for_poll(int fd) { event_fd_ = fd; }
 
   // The endpoint this entity receives on (ipc://..., tcp://..., unix://...).
   virtual std::string endpoint() const = 0;
 
  protected:
-  int event_fd() const { return event_fd_; }
+  // The registered event's fd (-1: none); throws std::system_error (EBADF) if it was closed.
+  int event_fd() const;
   // Reads the registered event's counter, if it is set.
   void drain_event() const;
 
