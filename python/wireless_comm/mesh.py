@@ -45,7 +45,26 @@ class CommProtocol(enum.Enum):
     RDMA = "RDMA"
 
 
-class PickleCodec:
+#: How long at most a blocking receive waits at a time while sends to a peer are backlogged, so
+#: the backlog keeps moving (mstar's constant; OutboxCommunicator's wait also ends as soon as
+#: the peer can take more).
+BLOCKING_POLL_SLICE_MS = 50
+
+
+class Codec(ABC):
+    """How a communicator turns messages into bytes and back (the `codec=` class). Every entity
+    of a mesh must use the same one."""
+
+    @staticmethod
+    @abstractmethod
+    def encode(obj: Any) -> bytes: ...
+
+    @staticmethod
+    @abstractmethod
+    def decode(data: bytes) -> Any: ...
+
+
+class PickleCodec(Codec):
     """The mesh's wire format: pickle at protocol 4, as pyzmq's send_pyobj / recv_pyobj."""
 
     @staticmethod
@@ -55,6 +74,23 @@ class PickleCodec:
     @staticmethod
     def decode(data: bytes) -> Any:
         return pickle.loads(data)
+
+
+class MsgpackCodec(Codec):
+    """msgpack (python3-msgpack): bytes stay bytes, str stays str; values msgpack can carry
+    only (no arbitrary objects, unlike pickle, and nothing is executed on decode)."""
+
+    @staticmethod
+    def encode(obj: Any) -> bytes:
+        import msgpack
+
+        return msgpack.packb(obj, use_bin_type=True)
+
+    @staticmethod
+    def decode(data: bytes) -> Any:
+        import msgpack
+
+        return msgpack.unpackb(data, raw=False)
 
 
 class EventWakeup:
@@ -76,6 +112,11 @@ class EventWakeup:
     def register_future(self, future) -> None:
         """Set when future (a concurrent.futures.Future) completes."""
         future.add_done_callback(lambda _f: self.set())
+
+    def register_futures(self, futures: Iterable) -> None:
+        """Set when any of futures completes (register_future for each)."""
+        for future in futures:
+            self.register_future(future)
 
     def drain(self) -> None:
         try:
@@ -188,6 +229,11 @@ class BaseCommunicator(ABC):
     @abstractmethod
     def register_event_for_poll(self, event: EventWakeup) -> None:
         """Have poll_for_messages (and wait_for_work) also end when event is signalled."""
+
+    @property
+    def event(self) -> Optional[EventWakeup]:
+        """The EventWakeup registered for poll (None: none yet)."""
+        return getattr(self, "_event", None)
 
     def try_send_bytes(self, entity_id: str, data: bytes) -> bool:
         """Send a message already encoded with self.codec without blocking: False, with nothing

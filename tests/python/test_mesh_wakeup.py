@@ -72,6 +72,48 @@ def test_event_wakeup_ends_poll_early(tmp_path, backend):
     c.close()
 
 
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_mstars_names_register_futures_event_and_codecs(tmp_path, backend):
+    # What mstar's worker calls: EventWakeup.register_futures (set when any completes), the
+    # communicator's event attribute; the codec classes and BLOCKING_POLL_SLICE_MS import from
+    # the communicator module.
+    from wireless_comm.mesh import BLOCKING_POLL_SLICE_MS, Codec, MsgpackCodec, PickleCodec
+
+    assert BLOCKING_POLL_SLICE_MS == 50 and issubclass(MsgpackCodec, Codec) and issubclass(PickleCodec, Codec)
+    c = make(backend, tmp_path, "worker_0", [])
+    assert c.event is None
+    event = EventWakeup()
+    c.register_event_for_poll(event)
+    assert c.event is event and OutboxCommunicator(c).event is event
+    never = concurrent.futures.Future()  # nothing completes it
+    with concurrent.futures.ThreadPoolExecutor(1) as pool:
+        event.register_futures([never, pool.submit(time.sleep, 0.05)])
+        started = time.monotonic()
+        assert c.poll_for_messages(timeout_ms=20000) is False
+        assert time.monotonic() - started < 10  # the quick one ended it
+    c.close()
+    event.close()
+
+
+@pytest.mark.parametrize("backend", BACKENDS)
+def test_a_msgpack_mesh(tmp_path, backend):
+    from wireless_comm.mesh import MsgpackCodec
+
+    prefix = str(tmp_path / "ipc") + "/"
+    protocol = CommProtocol(protocol_for(backend))
+    cls = {"pyzmq": ZMQCommunicator, "native": NativeZMQCommunicator, "wcomm": WcommCommunicator}[backend]
+    a = cls("worker_0", ["worker_1"], protocol, prefix, codec=MsgpackCodec)
+    b = cls("worker_1", ["worker_0"], protocol, prefix, codec=MsgpackCodec)
+    a.send("worker_1", {"text": "hi", "raw": b"\x00\xff", "n": [1, 2.5, None]})
+    got = []
+    deadline = time.monotonic() + 10
+    while not got and time.monotonic() < deadline:
+        got = b.get_all_new_messages(blocking=True, timeout_s=1)
+    assert got == [{"text": "hi", "raw": b"\x00\xff", "n": [1, 2.5, None]}]
+    a.close()
+    b.close()
+
+
 @pytest.mark.parametrize("backend", WITH_RDMA)
 def test_poll_then_get(tmp_path, backend):
     a = make(backend, tmp_path, "worker_0", ["worker_1"])
