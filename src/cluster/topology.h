@@ -8,7 +8,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/multirank_settings.h"
+#include "cluster/multirank_settings.h"
 #include "wcomm/config.h"
 
 namespace wcomm::cluster {

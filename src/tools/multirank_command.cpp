@@ -27,7 +27,7 @@
 #include "tools/commands.h"
 #include "tools/multirank_rank.h"
 #include "tools/multirank_report.h"
-#include "tools/multirank_settings.h"
+#include "cluster/multirank_settings.h"
 
 namespace wcomm::tools {
 namespace {

@@ -7,7 +7,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "tools/multirank_settings.h"
+#include "cluster/multirank_settings.h"
 #include "wcomm/collectives/group.h"
 #include "wcomm/comm.h"
 

@@ -1,5 +1,5 @@
 // MultirankSettings: checks, and conversion to the start message and the report.
-#include "tools/multirank_settings.h"
+#include "cluster/multirank_settings.h"
 
 #include <cmath>
 
