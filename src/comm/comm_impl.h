@@ -96,7 +96,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // to this connection (switching could reorder them at the receiver).
   void mark_used() { used_.store(true, std::memory_order_relaxed); }
   bool used() const { return used_.load(std::memory_order_relaxed); }
-  // Any thread, under PeerState's inline mutex: see PeerState::send_from_caller.
+  // Any thread, under the outbox's inline mutex: see Outbox::send_from_caller.
   std::size_t try_write(const std::vector<asio::const_buffer>& buffers, std::error_code& ec) {
     const std::size_t n = stream_->try_write(buffers, ec);
     bytes_written_.fetch_add(n, std::memory_order_relaxed);

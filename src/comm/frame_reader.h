@@ -69,7 +69,7 @@ class FrameReader {
   // After kFailed: the tag of the DATA frame the limits or its decoder refused (its header
   // was read: it announced too large a frame, or its manifest did not decode). The failure
   // belongs to that frame, and reaches the recv that would have received it
-  // (PeerState::on_connection_lost). None when the stream itself broke.
+  // (PeerSession::on_connection_lost, PeerState::fail_recvs_after_loss). None when the stream itself broke.
   std::optional<std::uint32_t> refused_tag() const { return refused_tag_; }
   bool between_frames() const { return stage_ == Stage::kHeader && stage_bytes_ == 0; }
   // The peer answered with a TLS record where a frame header belongs (it has comm.tls and
