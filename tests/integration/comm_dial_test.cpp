@@ -30,12 +30,9 @@ TEST(CommDial, RefusedPeerFailsInAboutTwoSecondsNotTheConnectTimeout) {
 }
 
 TEST(CommDial, AListenerThatNeverAnswersFailsAtTheConnectTimeout) {
-  CommConfig config;
-  config.connect_timeout_s = 0.5;
   ReservedPort port_a;
   MuteListener mute;
-  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", mute.port()}}, "127.0.0.1",
-                         config});
+  auto a = comm_dialing_mute(mute, 0.5, port_a);
   const auto start = Clock::now();
   auto r = wait_result(a->send(Value(1), a->peer("mute")), 10s);
   const double took = seconds_since(start);

@@ -129,6 +129,15 @@ class MuteListener {
   std::uint16_t port_ = 0;
 };
 
+// node-a, whose one peer "mute" is a MuteListener: its dials connect and never complete.
+inline std::shared_ptr<Comm> comm_dialing_mute(const MuteListener& mute, double connect_timeout_s,
+                                               const ReservedPort& port_a) {
+  CommConfig config;
+  config.connect_timeout_s = connect_timeout_s;
+  return Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", mute.port()}}, "127.0.0.1",
+                       config});
+}
+
 inline double seconds_since(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
 }

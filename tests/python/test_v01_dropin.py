@@ -312,26 +312,20 @@ def test_config_errors_keep_v01_words(tmp_path, comm, words):
         load_runtime_config(path)
 
 
-def test_directory_config_errors_keep_v01_words(tmp_path):
-    path = tmp_path / "node.yaml"
-    path.write_text("local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n"
-                    "peers: [{node_id: node-b, host: 127.0.0.1, port: 9202},"
-                    " {node_id: node-b, host: 127.0.0.1, port: 9203}]\n")
-    with pytest.raises(ValueError, match="duplicate node_id"):
-        load_runtime_config(path)
-    path.write_text("local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n"
-                    "peers: [{node_id: node-b, host: 127.0.0.1, port: 9201}]\n")
-    with pytest.raises(ValueError, match="same address as the local node"):
-        load_runtime_config(path)
+@pytest.mark.parametrize("local,peers,words", [
+    ("node-a", "{node_id: node-b, host: 127.0.0.1, port: 9202}, {node_id: node-b, host: 127.0.0.1, port: 9203}",
+     "duplicate node_id"),
+    ("node-a", "{node_id: node-b, host: 127.0.0.1, port: 9201}", "same address as the local node"),
     # A peer that names the local node: V0.1's words ("duplicate node_id") inside the better message.
-    path.write_text("local: {node_id: node-a, host: 127.0.0.1, port: 9201}\n"
-                    "peers: [{node_id: node-a, host: 127.0.0.1, port: 9202}]\n")
-    with pytest.raises(ValueError, match="duplicate node_id 'node-a': it is the local node's own node_id"):
-        load_runtime_config(path)
+    ("node-a", "{node_id: node-a, host: 127.0.0.1, port: 9202}",
+     "duplicate node_id 'node-a': it is the local node's own node_id"),
     # V0.1 wants node_id as a string.
-    path.write_text("local: {node_id: 123, host: 127.0.0.1, port: 9201}\n"
-                    "peers: [{node_id: node-b, host: 127.0.0.1, port: 9202}]\n")
-    with pytest.raises(ValueError, match="local.node_id: expected a string, got the number 123"):
+    ("123", "{node_id: node-b, host: 127.0.0.1, port: 9202}", "local.node_id: expected a string, got the number 123"),
+])
+def test_directory_config_errors_keep_v01_words(tmp_path, local, peers, words):
+    path = tmp_path / "node.yaml"
+    path.write_text(f"local: {{node_id: {local}, host: 127.0.0.1, port: 9201}}\npeers: [{peers}]\n")
+    with pytest.raises(ValueError, match=words):
         load_runtime_config(path)
 
 
