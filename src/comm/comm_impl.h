@@ -376,6 +376,11 @@ struct Comm::Impl {
   void close_from_loop();
 };
 
+// Listens on every local address (bind_host in place of the V0.1 host, when given), and
+// records where each listener is reached (ephemeral ports resolved) in the spec; peers on
+// this host get the same-host listener too (same_host.h). Throws what listening threw.
+void listen_on_local_addresses(Comm::Impl& impl);
+
 std::string seconds_text(double seconds);
 // Saturating (deadline.h): a span too long for the clock is duration::max(), never an overflow.
 inline Clock::duration to_duration(Seconds s) { return time_left(deadline_after(s, Clock::time_point{}), Clock::time_point{}); }
