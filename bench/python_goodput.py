@@ -1,7 +1,7 @@
 #!/usr/bin/python3
 """One-way goodput of 64 MiB torch tensors between two Python processes (wireless_comm), next
 to the C++ API's goodput for the same message size measured in the same run by
-`wcomm bench initiator/responder` (src/bench: the V0.1 benchmark protocol, C++ on both ends).
+`wcomm bench initiator/responder` (apps/netbench: the V0.1 benchmark protocol, C++ on both ends).
 
     /usr/bin/python3 bench/python_goodput.py [--wcomm build/wcomm] [--size 67108864] [--count 8] [--trials 3]
 

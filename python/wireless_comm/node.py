@@ -1,5 +1,5 @@
 """`python -m wireless_comm.node`: V0.1's node CLI, a drop-in for V0.1 scripts, with the
-sub-commands, flags and output lines of `wcomm node` (src/tools/node_command.cpp), so either can
+sub-commands, flags and output lines of `wcomm node` (apps/cli/node_command.cpp), so either can
 stand in for the other on one side of a link.
 
     python -m wireless_comm.node --config configs/node-b.yaml echo --src node-a --tag 1 --count 1
@@ -58,7 +58,7 @@ def say(line: str) -> None:
     print(line, flush=True)
 
 
-# -- payloads (as src/tools/payload.cpp builds them) ---------------------------------------------
+# -- payloads (as apps/cli/payload.cpp builds them) ---------------------------------------------
 
 
 def parse_json_option(option: str, text: str) -> Any:
