@@ -3,8 +3,6 @@
 // ucp_put_nbx / ucp_get_nbx, then ucp_ep_flush_nbx: the flush completing means the bytes are
 // in place remotely. One progress thread drives the worker (sleeping on its event fd when
 // idle: over UCX's tcp transport the target must progress for RMA to complete).
-#include <sys/epoll.h>
-#include <sys/eventfd.h>
 #include <unistd.h>
 
 #include <atomic>
@@ -12,20 +10,21 @@
 #include <cstring>
 #include <map>
 #include <mutex>
-#include <thread>
+#include <optional>
 
 #include <ucp/api/ucp.h>
 
 #include "transfer/backend.h"
-#include "transport/ucx/ucp_worker.h"
+#include "ucx/progress_loop.h"
+#include "ucx/ucp_worker.h"
 
 namespace wcomm::xfer {
 
 namespace {
 
-constexpr auto kSpinAfterWork = std::chrono::microseconds(500);
+constexpr auto kPollAfterWork = std::chrono::microseconds(500);
 
-std::string ucs_text(ucs_status_t s) { return transport::ucx::status_text(s); }
+std::string ucs_text(ucs_status_t s) { return ucp::status_text(s); }
 
 struct UcxRemote {
   ucp_ep_h ep = nullptr;
@@ -58,35 +57,28 @@ class UcxBackend final : public Backend {
  public:
   UcxBackend(const AgentConfig& config, CompletionFn done) : done_(std::move(done)) {
     caps_.kind = BackendKind::kUcx;
-    ucx_ = std::make_unique<transport::ucx::UcpWorker>(UCP_FEATURE_RMA);
+    ucx_ = std::make_unique<ucp::UcpWorker>(UCP_FEATURE_RMA);
     if (!ucx_->ok()) { unavailable(ucx_->error()); return; }
     context_ = ucx_->context();
     worker_ = ucx_->worker();
     address_ = ucx_->address();
-    const int efd = ucx_->event_fd();
-    wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-    epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-    epoll_event ev{};
-    ev.events = EPOLLIN;
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, efd, &ev);
-    ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
+    // Over UCX's tcp transport the target must progress too for RMA to complete: the loop
+    // does, sleeping on the worker's event fd when idle.
+    loop_.emplace(*ucx_, "wcomm-xfer-ucx", kPollAfterWork, [this] { return round(); }, [this] {
+      std::lock_guard lock(worker_mu_);
+      return ucp_worker_arm(worker_);
+    });
     caps_.available = caps_.write = caps_.read = true;
-    thread_ = std::thread([this] { run(); });
+    loop_->start();
   }
 
   ~UcxBackend() override {
-    if (thread_.joinable()) {
-      stopping_.store(true);
-      wake();
-      thread_.join();
-    }
+    if (loop_) loop_->stop();
     std::lock_guard lock(worker_mu_);
     for (auto& [begin, m] : regions_)
       if (m.owned) ucp_mem_unmap(context_, m.memh);
     for (auto& [p, a] : allocated_) ucp_mem_unmap(context_, a.first);
     ucx_.reset();  // drains wire-up in flight, then destroys the worker and context
-    if (wake_fd_ >= 0) ::close(wake_fd_);
-    if (epoll_fd_ >= 0) ::close(epoll_fd_);
   }
 
   Capabilities capabilities() const override { return caps_; }
@@ -375,44 +367,18 @@ class UcxBackend final : public Backend {
     delete r;
   }
 
-  void wake() {
-    const std::uint64_t one = 1;
-    (void)!::write(wake_fd_, &one, sizeof one);
-  }
+  void wake() { loop_->wake(); }
 
-  void run() {
-    auto last_work = std::chrono::steady_clock::now();
-    while (!stopping_.load()) {
-      unsigned progressed = 0;
-      {
-        std::lock_guard lock(worker_mu_);
-        progressed = ucp_worker_progress(worker_);
-      }
-      run_completions();
-      const auto now = std::chrono::steady_clock::now();
-      if (progressed || in_flight_hint()) {
-        last_work = now;
-        continue;
-      }
-      // Keep polling a little after the last event: on a target, the next fragment of a
-      // transfer usually follows within microseconds, and sleeping on the event fd between
-      // fragments costs a wake-up each (UCX emulates RMA with active messages over tcp and
-      // over shared memory of memory it did not allocate).
-      if (now - last_work < kSpinAfterWork) continue;
-      ucs_status_t armed;
-      {
-        std::lock_guard lock(worker_mu_);
-        armed = ucp_worker_arm(worker_);
-      }
-      if (armed == UCS_ERR_BUSY) continue;  // events came in meanwhile: progress again
-      epoll_event events[2];
-      // Bounded: operations posted in flight also need progress without any fd event.
-      const int n = ::epoll_wait(epoll_fd_, events, 2, in_flight_hint() ? 0 : 1);
-      if (n > 0) {
-        std::uint64_t drained;
-        (void)!::read(wake_fd_, &drained, sizeof drained);
-      }
+  // One round of the progress loop: while transfers are in flight it keeps progressing
+  // (operations posted need progress without any fd event); idle, it sleeps until woken.
+  ucp::ProgressLoop::Round round() {
+    unsigned progressed = 0;
+    {
+      std::lock_guard lock(worker_mu_);
+      progressed = ucp_worker_progress(worker_);
     }
+    run_completions();
+    return {progressed > 0 || in_flight_hint(), ucp::ProgressLoop::kUntilWoken};
   }
 
   // While transfers are in flight the thread keeps progressing instead of sleeping.
@@ -421,18 +387,16 @@ class UcxBackend final : public Backend {
   CompletionFn done_;
   Capabilities caps_;
   mutable std::mutex worker_mu_;
-  std::unique_ptr<transport::ucx::UcpWorker> ucx_;  // context_ and worker_ are its
+  std::unique_ptr<ucp::UcpWorker> ucx_;  // context_ and worker_ are its
   ucp_context_h context_ = nullptr;
   ucp_worker_h worker_ = nullptr;
   std::string address_;
   std::map<std::uint64_t, Mapped> regions_;
   std::map<void*, std::pair<ucp_mem_h, std::size_t>> allocated_;  // allocate()'s
-  int wake_fd_ = -1, epoll_fd_ = -1;
-  std::atomic<bool> stopping_{false};
   std::atomic<int> in_flight_{0};
   std::mutex completed_mu_;
   std::vector<std::pair<std::shared_ptr<Transfer>, Status>> completed_;
-  std::thread thread_;
+  std::optional<ucp::ProgressLoop> loop_;  // last: it stops before what its rounds touch goes
 };
 
 }  // namespace

@@ -17,7 +17,7 @@
 namespace wcomm::transport::ucx {
 namespace {
 
-constexpr auto kSpinAfterWork = std::chrono::microseconds(200);
+constexpr auto kPollAfterWork = std::chrono::microseconds(200);
 // How long a closed connection waits for the peer to acknowledge its END before the
 // endpoint is closed anyway (the peer then sees a reset instead of an orderly end).
 constexpr auto kLinger = std::chrono::seconds(2);
@@ -177,8 +177,8 @@ std::shared_ptr<Hub> Hub::get(std::string& error) {
   ::setenv("UCX_TCP_CM_REUSEADDR", "y", 0);
   ::setenv("UCX_RDMA_CM_REUSEADDR", "y", 0);
   std::shared_ptr<Hub> hub(new Hub());
-  if (!hub->ucx_.ok() || hub->epoll_fd_ < 0) {
-    error = "UCX cannot start: " + (hub->ucx_.ok() ? std::string("no epoll descriptor") : hub->ucx_.error());
+  if (!hub->ucx_.ok() || !hub->loop_) {
+    error = "UCX cannot start: " + (hub->ucx_.ok() ? std::string("no active-message handler") : hub->ucx_.error());
     return nullptr;
   }
   current = hub;
@@ -211,25 +211,16 @@ Hub::Hub() : ucx_(UCP_FEATURE_AM) {
     spdlog::error("wcomm ucx: ucp_worker_set_am_recv_handler: {}", status_text(s));
     return;
   }
-  wake_fd_ = ::eventfd(0, EFD_NONBLOCK | EFD_CLOEXEC);
-  epoll_fd_ = ::epoll_create1(EPOLL_CLOEXEC);
-  epoll_event ev{};
-  ev.events = EPOLLIN;
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, ucx_.event_fd(), &ev);
-  ::epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, wake_fd_, &ev);
-  thread_ = std::thread([this] {
-    pthread_setname_np(pthread_self(), "wcomm-ucx");
-    run();
+  loop_.emplace(ucx_, "wcomm-ucx", kPollAfterWork, [this] { return round(); }, [this] {
+    mu.lock_uncounted();
+    std::lock_guard lock(mu, std::adopt_lock);
+    return ucp_worker_arm(ucx_.worker());
   });
+  loop_->start();
 }
 
 Hub::~Hub() {
-  if (thread_.joinable()) {
-    stopping_.store(true);
-    wake();
-    if (thread_.get_id() == std::this_thread::get_id()) thread_.detach();  // never: holders are not on it
-    else thread_.join();
-  }
+  if (loop_) loop_->stop();  // (holders are not on its thread)
   if (ucx_.worker()) {
     std::lock_guard lock(mu);
     // Connections that were ended wait for their peers' acknowledgements (bounded), then every
@@ -258,13 +249,6 @@ Hub::~Hub() {
     ucx_.settle();
     run_due(Clock::time_point::max());
   }
-  if (wake_fd_ >= 0) ::close(wake_fd_);
-  if (epoll_fd_ >= 0) ::close(epoll_fd_);
-}
-
-void Hub::wake() {
-  const std::uint64_t one = 1;
-  (void)!::write(wake_fd_, &one, sizeof one);
 }
 
 void Hub::attach(const std::shared_ptr<Channel>& channel) {
@@ -504,12 +488,20 @@ ucs_status_t Hub::on_message(void* arg, const void* header, std::size_t header_l
 
 void Hub::on_end_progress(Channel& channel) {
   // Acknowledged from the progress loop, not inside UCX's callback.
-  if (!channel.end_ack_sent && channel.end_reached()) to_ack_.push_back(channel.weak_from_this());
+  if (channel.end_ack_sent || !channel.end_reached()) return;
+  to_ack_.push_back(channel.weak_from_this());
+  wake();  // (the loop may sleep until woken: work for it comes with a wake-up, from any thread)
 }
 
-void Hub::close_later(const std::shared_ptr<Channel>& channel) { to_close_.push_back(channel); }
+void Hub::close_later(const std::shared_ptr<Channel>& channel) {
+  to_close_.push_back(channel);
+  wake();
+}
 
-void Hub::run_at(Clock::time_point when, std::function<void()> fn) { timed_.emplace(when, std::move(fn)); }
+void Hub::run_at(Clock::time_point when, std::function<void()> fn) {
+  timed_.emplace(when, std::move(fn));
+  wake();  // its sleep is bounded by the earliest task
+}
 
 void Hub::run_due(Clock::time_point now) {
   while (!timed_.empty() && timed_.begin()->first <= now) {
@@ -519,41 +511,25 @@ void Hub::run_due(Clock::time_point now) {
   }
 }
 
-void Hub::run() {
-  auto last_work = std::chrono::steady_clock::now();
-  while (!stopping_.load()) {
-    unsigned progressed = 0;
-    bool busy;
-    {
-      mu.lock_uncounted();
-      std::lock_guard lock(mu, std::adopt_lock);
-      progressed = ucp_worker_progress(ucx_.worker());
-      reap();
-      run_due(std::chrono::steady_clock::now());
-      busy = !closing_.empty() || !lingering_.empty();
-    }
-    mu.let_waiters_in(std::chrono::milliseconds(2));
+ucp::ProgressLoop::Round Hub::round() {
+  ucp::ProgressLoop::Round round;
+  {
+    mu.lock_uncounted();
+    std::lock_guard lock(mu, std::adopt_lock);
+    const unsigned progressed = ucp_worker_progress(ucx_.worker());
     const auto now = std::chrono::steady_clock::now();
-    if (progressed || in_flight_.load() > 0) {
-      last_work = now;
-      continue;
-    }
-    if (now - last_work < kSpinAfterWork) continue;
-    ucs_status_t armed;
-    {
-      mu.lock_uncounted();
-      std::lock_guard lock(mu, std::adopt_lock);
-      armed = ucp_worker_arm(ucx_.worker());
-    }
-    if (armed == UCS_ERR_BUSY) continue;  // events came in meanwhile: progress again
-    epoll_event events[2];
-    // Bounded: lingering ends have deadlines, and a missed event costs 10 ms, not a hang.
-    const int n = ::epoll_wait(epoll_fd_, events, 2, busy ? 1 : 10);
-    if (n > 0) {
-      std::uint64_t drained;
-      (void)!::read(wake_fd_, &drained, sizeof drained);
-    }
+    reap();
+    run_due(now);
+    round.busy = progressed > 0 || in_flight_.load() > 0;
+    // Idle, it sleeps until an event, a wake() or its next deadline: lingering ends poll every
+    // millisecond, a run_at task is run when due.
+    if (!closing_.empty() || !lingering_.empty()) round.sleep_at_most = std::chrono::milliseconds(1);
+    else if (!timed_.empty())
+      round.sleep_at_most = std::chrono::ceil<std::chrono::milliseconds>(timed_.begin()->first - now) +
+                            std::chrono::milliseconds(1);
   }
+  mu.let_waiters_in(std::chrono::milliseconds(2));
+  return round;
 }
 
 // ---- addresses ----------------------------------------------------------------------------------

@@ -18,6 +18,7 @@
 #include <cstdint>
 #include <functional>
 #include <map>
+#include <optional>
 #include <memory>
 #include <mutex>
 #include <string>
@@ -28,9 +29,13 @@
 #include <ucp/api/ucp.h>
 
 #include "transport/transport.h"
-#include "transport/ucx/ucp_worker.h"
+#include "ucx/progress_loop.h"
+#include "ucx/ucp_worker.h"
 
 namespace wcomm::transport::ucx {
+
+using ucp::status_text;
+using ucp::UcpWorker;
 
 enum class Kind : std::uint8_t { kHello = 1, kData = 2, kEnd = 3, kEndAck = 4, kCredit = 5 };
 
@@ -163,7 +168,7 @@ class Hub {
 
   HubMutex mu;  // serialises every call on the worker and the (hub) fields
   ucp_worker_h worker() const { return ucx_.worker(); }
-  void wake();  // after posting work: the progress thread makes progress on it
+  void wake() { loop_->wake(); }  // after posting work: the progress thread makes progress on it
 
   // The rest: mu held.
   void attach(const std::shared_ptr<Channel>& channel);  // after ep is made
@@ -192,7 +197,7 @@ class Hub {
 
  private:
   Hub();
-  void run();
+  ucp::ProgressLoop::Round round();  // the progress thread's
   void begin_close(Channel& channel, bool force);
   void reap();  // closes that finished; lingerers whose time is up
   void run_due(Clock::time_point now);  // run_at's tasks due by now
@@ -203,8 +208,6 @@ class Hub {
   // Channels whose endpoints had not closed when the hub ended: they go after the worker.
   std::vector<std::shared_ptr<Channel>> keep_until_worker_gone_;
   UcpWorker ucx_;
-  int wake_fd_ = -1, epoll_fd_ = -1;
-  std::atomic<bool> stopping_{false};
   std::atomic<int> in_flight_{0};  // requests that need progress without an fd event
   std::map<ucp_ep_h, std::shared_ptr<Channel>> channels_;
   std::vector<std::shared_ptr<Channel>> lingering_;
@@ -216,7 +219,7 @@ class Hub {
   std::vector<std::weak_ptr<Channel>> to_ack_;   // the peer's END reached: acknowledge it
   std::vector<std::shared_ptr<Channel>> to_close_;
   std::multimap<Clock::time_point, std::function<void()>> timed_;  // run_at's
-  std::thread thread_;
+  std::optional<ucp::ProgressLoop> loop_;  // (made once the worker is)
 };
 
 // Loop: the sockaddr for host:port (a numeric address, or a name resolved now); false with

@@ -1,9 +1,9 @@
 // UcpWorker: context and worker creation, and a tidy destruction.
-#include "transport/ucx/ucp_worker.h"
+#include "ucx/ucp_worker.h"
 
 #include <chrono>
 
-namespace wcomm::transport::ucx {
+namespace wcomm::ucp {
 
 std::string status_text(ucs_status_t status) { return ucs_status_string(status); }
 
@@ -67,4 +67,4 @@ UcpWorker::~UcpWorker() {
   if (context_) ucp_cleanup(context_);
 }
 
-}  // namespace wcomm::transport::ucx
+}  // namespace wcomm::ucp

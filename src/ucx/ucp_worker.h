@@ -1,5 +1,5 @@
-// One UCP context with one worker that can sleep on its event fd: the UCX set-up that the
-// ucx transport (ucx/) and the transfer engine's ucx backend (src/transfer) share.
+// One UCP context with one worker that can sleep on its event fd: the UCX set-up that the ucx
+// transport (src/transport/ucx) and the transfer engine's ucx backend (src/transfer) share.
 #pragma once
 
 #include <cstdint>
@@ -7,7 +7,7 @@
 
 #include <ucp/api/ucp.h>
 
-namespace wcomm::transport::ucx {
+namespace wcomm::ucp {
 
 std::string status_text(ucs_status_t status);  // UCX's words for a status
 
@@ -41,4 +41,4 @@ class UcpWorker {
   bool settled_ = false;
 };
 
-}  // namespace wcomm::transport::ucx
+}  // namespace wcomm::ucp
