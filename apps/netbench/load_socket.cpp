@@ -16,6 +16,7 @@
 #include <thread>
 #include <vector>
 
+#include "core/line_io.h"
 #include "netbench/clock.h"
 
 namespace wcomm::bench {
@@ -87,31 +88,14 @@ Socket listen_tcp(const std::string& host, std::uint16_t port) {
 }
 
 std::string read_line(int fd) {
-  std::string line;
-  for (;;) {
-    char c = 0;
-    const ssize_t n = ::recv(fd, &c, 1, 0);
-    if (n == 0) throw std::runtime_error("load traffic: connection closed before a full line");
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw socket_error("read", errno);
-    }
-    if (c == '\n') return line;
-    line.push_back(c);
-    if (line.size() > 4096) throw std::runtime_error("load traffic: line over 4 KiB");
-  }
+  Result<std::string> line = wcomm::read_line(fd, SteadyClock::time_point::max(), 4096);
+  if (!line.ok()) throw std::runtime_error("load traffic: " + line.error().message);
+  return std::move(line).value();
 }
 
 void write_all(int fd, const std::string& data) {
-  std::size_t done = 0;
-  while (done < data.size()) {
-    const ssize_t n = ::send(fd, data.data() + done, data.size() - done, MSG_NOSIGNAL);
-    if (n < 0) {
-      if (errno == EINTR) continue;
-      throw socket_error("write", errno);
-    }
-    done += static_cast<std::size_t>(n);
-  }
+  if (Status written = wcomm::write_all(fd, data); !written.ok())
+    throw std::runtime_error("load traffic: " + written.error().message);
 }
 
 std::uint64_t paced_send(int fd, double mbps, double seconds, const std::atomic<bool>& stop) {

@@ -173,7 +173,8 @@ class Comm {
   // Otherwise the recv goes on as recv() would, first in line on its tag, and its Future
   // completes later. This thread reads the connection itself where it can; where it cannot
   // (not connected yet, another thread reads it, or recvs on this tag wait already) it waits
-  // as wait_for does. A wait of 1e9 s or more has no end; options.timeout applies as to recv.
+  // as wait_for does. A wait too long for the clock (inf) has no end (deadline.h); options.timeout
+  // applies as to recv.
   Future<Received> recv_for(const Peer& peer, Seconds wait, CommOptions options = {});
 
   // Waits until one of recvs (Futures of this Comm's recv or recv_into) is ready, fd (if >= 0;

@@ -20,6 +20,7 @@
 
 #include <nlohmann/json.hpp>
 
+#include "core/line_io.h"
 #include "wcomm/collectives/rendezvous.h"
 #include "wcomm/errors.h"
 
@@ -42,33 +43,16 @@ int ms_left(Clock::time_point deadline) {
   return static_cast<int>(std::clamp<long long>(left, 0, 1 << 30));
 }
 
-// One line (without '\n'), or throws OperationTimeoutError / ConnectionClosedError.
-std::string read_line(int fd, Clock::time_point deadline, const std::string& who) {
-  std::string line;
-  char c;
-  while (true) {
-    pollfd p{fd, POLLIN, 0};
-    int n = ::poll(&p, 1, ms_left(deadline));
-    if (n == 0) throw OperationTimeoutError("rendezvous: timed out waiting for " + who);
-    if (n < 0 && errno == EINTR) continue;
-    ssize_t got = ::recv(fd, &c, 1, 0);
-    if (got == 0 || (got < 0 && errno != EINTR)) throw ConnectionClosedError("rendezvous: " + who + " closed the connection");
-    if (got < 0) continue;
-    if (c == '\n') return line;
-    line += c;
-    if (line.size() > (1 << 20)) throw ProtocolError("rendezvous: " + who + " sent an over-long line");
-  }
+// One line (without '\n') from `who`; throws OperationTimeoutError, ConnectionClosedError or
+// ProtocolError (over 1 MiB) saying who.
+std::string read_line_from(int fd, Clock::time_point deadline, const std::string& who) {
+  Result<std::string> line = read_line(fd, deadline, 1 << 20);
+  if (!line.ok()) throw_error({line.error().code, "rendezvous: " + who + ": " + line.error().message});
+  return std::move(line).value();
 }
 
-void write_all(int fd, const std::string& text) {
-  std::size_t off = 0;
-  while (off < text.size()) {
-    ssize_t n = ::send(fd, text.data() + off, text.size() - off, MSG_NOSIGNAL);
-    if (n < 0 && errno == EINTR) continue;
-    if (n <= 0) return;  // the reader went away; it has its own error to report
-    off += static_cast<std::size_t>(n);
-  }
-}
+// A reader that went away has its own error to report: a failed write is not one.
+void write_line(int fd, const std::string& text) { (void)write_all(fd, text); }
 
 addrinfo* resolve(const std::string& host, std::uint16_t port, bool passive) {
   addrinfo hints{};
@@ -202,7 +186,7 @@ std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::t
     if (n < 0) continue;
     Fd c(::accept4(listener.fd, nullptr, nullptr, SOCK_CLOEXEC));
     if (c.fd < 0) continue;
-    json reg = json::parse(read_line(c.fd, deadline, "a registering rank"), nullptr, false);
+    json reg = json::parse(read_line_from(c.fd, deadline, "a registering rank"), nullptr, false);
     if (reg.is_discarded() || !reg.contains("rank")) continue;  // not a rank: ignore it
     int rank = reg.value("rank", -1), world = reg.value("world", 0);
     std::string where = reg.value("host", std::string()) + ":" + std::to_string(reg.value("port", 0));
@@ -235,7 +219,7 @@ std::vector<Peer> serve(const RendezvousSpec& spec, std::uint16_t port, Clock::t
   } else {
     reply = {{"error", error}};
   }
-  for (Fd& c : clients) write_all(c.fd, reply.dump() + "\n");
+  for (Fd& c : clients) write_line(c.fd, reply.dump() + "\n");
   if (!error.empty()) throw InvalidArgumentError(error);
   return with_same_host_sockets(std::move(dir), keys, reply["nonce"], 0);
 }
@@ -251,8 +235,8 @@ std::vector<Peer> rendezvous_exchange(const RendezvousSpec& spec, std::uint16_t 
   }
   Fd fd = connect_master(spec, deadline);
   std::string host = spec.advertise_host.empty() ? local_address(fd.fd) : spec.advertise_host;
-  write_all(fd.fd, registration(spec, host, port).dump() + "\n");
-  std::vector<Peer> dir = parse_reply(read_line(fd.fd, deadline, "rank 0's directory"), spec.rank);
+  write_line(fd.fd, registration(spec, host, port).dump() + "\n");
+  std::vector<Peer> dir = parse_reply(read_line_from(fd.fd, deadline, "rank 0's directory"), spec.rank);
   if (dir.size() != static_cast<std::size_t>(spec.world)) throw ProtocolError("rendezvous: rank 0 sent a directory of another size");
   return dir;
 }
