@@ -11,6 +11,7 @@
 
 #include <yaml-cpp/yaml.h>
 
+#include "core/config_yaml.h"
 #include "wcomm/errors.h"
 
 namespace wcomm::cluster {
@@ -151,23 +152,11 @@ void read_benchmark(const Checker& c, const YAML::Node& b, ClusterTopology& t) {
     for (const char* key : {"reduce", "dtype", "algorithm"}) t.settings_json.erase(key);
 }
 
-// `comm` is a node config's comm section: parse_node_config checks it (keys, types, egress rules).
+// `comm` is a node config's comm section, checked as a node config's is (core's parse_comm_config).
 void read_comm(const YAML::Node& comm, const std::string& origin, ClusterTopology& t) {
   if (!comm || comm.IsNull()) return;
   if (!comm.IsMap()) throw InvalidArgumentError(origin + ": comm: must be a mapping (comm must be a mapping)");
-  YAML::Node doc;
-  doc["local"]["node_id"] = "rank-0";
-  doc["local"]["host"] = "127.0.0.1";
-  doc["local"]["port"] = 1;
-  YAML::Node peer;  // the loader wants a peer; only the comm section is kept
-  peer["node_id"] = "rank-1";
-  peer["host"] = "127.0.0.1";
-  peer["port"] = 2;
-  doc["peers"].push_back(peer);
-  doc["comm"] = comm;
-  YAML::Emitter out;
-  out << doc;
-  t.comm = parse_node_config(out.c_str(), origin).comm;
+  t.comm = parse_comm_config(comm, origin);
 }
 
 }  // namespace

@@ -2,6 +2,8 @@
 // Every rejection is an InvalidArgumentError that names the file, the key and the bad value.
 #include "wcomm/config.h"
 
+#include "core/config_yaml.h"
+
 #include <algorithm>
 #include <charconv>
 #include <cmath>
@@ -660,7 +662,6 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
   NodeConfig config;
   bool has_local = false, has_peers = false;
   YAML::Node peers_node;
-  std::vector<std::pair<std::string, YAML::Mark>> comm_marks;
   for (const auto& [key, value] : r.entries(root, "", top_keys)) {
     if (key == "local") {
       config.local = read_peer(r, value, "local", /*is_local=*/true, &config.bind_host);
@@ -669,8 +670,7 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
       peers_node = value;
       has_peers = true;
     } else if (key == "comm") {
-      // An empty `comm:` section (null) keeps every default.
-      if (!value.IsNull()) config.comm = read_comm(r, value, &comm_marks);
+      config.comm = parse_comm_config(value, origin);
     }
   }
   if (!has_local) fail(origin, "", "missing required key 'local'");
@@ -695,10 +695,16 @@ NodeConfig parse_node_config(const std::string& yaml_text, const std::string& or
     config.peers.push_back(std::move(peer));
   }
   check_addresses(r, config, peers_node);
+  return config;
+}
 
-  if (auto problem = find_problem(config.comm)) {
+CommConfig parse_comm_config(const YAML::Node& comm, const std::string& origin) {
+  if (!comm || comm.IsNull()) return {};  // an empty `comm:` section keeps every default
+  std::vector<std::pair<std::string, YAML::Mark>> marks;
+  CommConfig config = read_comm(Reader(origin), comm, &marks);
+  if (auto problem = find_problem(config)) {
     const YAML::Mark* mark = nullptr;
-    for (const auto& [key, m] : comm_marks)
+    for (const auto& [key, m] : marks)
       if (key == problem->field) mark = &m;
     fail(origin, "comm." + problem->field, problem->message, mark);
   }

@@ -8,6 +8,8 @@
 
 #include <gtest/gtest.h>
 
+#include <algorithm>
+
 #include "cluster/child_process.h"
 #include "cluster/launch_plan.h"
 #include "cluster/sweep_plan.h"
@@ -225,4 +227,19 @@ TEST(ChildProcess, SignalReachesTheWholeProcessGroup) {
 }
 
 }  // namespace
+// The comm section is checked by core's parse_comm_config on the topology's own YAML: its
+// messages name the line in the topology file (a re-emitted copy of the section, as the check
+// was once made, named a line of that copy) and suggest close key names.
+TEST(ClusterTopology, ACommSectionErrorNamesItsLineInTheTopologyFile) {
+  const std::string yaml = four("controller: node-a\nbase_port: 9400\n",
+                                "ring: [0, 1, 2, 3]\nbenchmark: {}\ncomm:\n  tcp_nodelay: true\n  egress_burst_bytes: 9\n");
+  const auto line = 1 + std::count(yaml.begin(), yaml.begin() + yaml.find("egress_burst_bytes"), '\n');
+  const std::string message = error_of(yaml);
+  EXPECT_NE(message.find("comm.egress_burst_bytes"), std::string::npos) << message;
+  EXPECT_NE(message.find("(line " + std::to_string(line) + ")"), std::string::npos) << message << "\nwanted line " << line;
+  const std::string typo = error_of(four("controller: node-a\nbase_port: 9400\n",
+                                         "ring: [0, 1, 2, 3]\nbenchmark: {}\ncomm:\n  max_mesage_bytes: 10\n"));
+  EXPECT_NE(typo.find("max_message_bytes"), std::string::npos) << typo;  // the close name it suggests
+}
+
 }  // namespace wcomm::cluster
