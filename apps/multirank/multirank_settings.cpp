@@ -3,6 +3,7 @@
 
 #include <cmath>
 
+#include "core/dict_fields.h"
 #include "wcomm/errors.h"
 
 namespace wcomm::tools {
@@ -12,15 +13,30 @@ const std::vector<std::pair<std::string, std::uint32_t>> kBases = {
     {"barrier", 0x10000000u},       {"broadcast", 0x20000000u},     {"allgather", 0x30000000u},
     {"ring_allreduce", 0x40000000u}, {"ring_exchange", 0x50000000u}, {"all_to_all_exchange", 0x60000000u}};
 
-std::int64_t as_int(const Value* v, const char* key) {
-  if (!v || !v->is<std::int64_t>()) throw InvalidArgumentError(std::string("invalid multi-rank start message: ") + key);
-  return v->as<std::int64_t>();
+[[noreturn]] void invalid_start(const std::string& reason) {
+  throw InvalidArgumentError("invalid multi-rank start message: " + reason);
 }
 
-const std::vector<Value>& as_sequence(const Value* v, const char* key) {
-  if (v && v->is<List>()) return v->as<List>().items;
-  if (v && v->is<Tuple>()) return v->as<Tuple>().items;
-  throw InvalidArgumentError(std::string("invalid multi-rank start message: ") + key);
+// A field of the start message, or InvalidArgumentError carrying the field's reason.
+template <class T>
+T required(Result<T> field) {
+  if (!field.ok()) invalid_start(field.error().message);
+  return std::move(field).value();
+}
+
+// An optional integer field: absent or None leaves `out` as it is.
+template <class Int>
+void optional_int(const Dict& d, const char* key, Int& out) {
+  if (const Value* v = d.find(key); v && !v->is_none()) out = required(fields::int64(d, key));
+}
+
+std::vector<std::int64_t> payload_sizes_of(const Dict& d) {
+  std::vector<std::int64_t> sizes;
+  for (const Value& v : *required(fields::sequence(d, "payload_sizes"))) {
+    if (!v.is<std::int64_t>()) invalid_start("a payload size is not an integer (it is " + fields::kind_of(v) + ")");
+    sizes.push_back(v.as<std::int64_t>());
+  }
+  return sizes;
 }
 
 }  // namespace
@@ -100,23 +116,21 @@ MultirankSettings MultirankSettings::from_value(const Value& value) {
   const Dict* d = value.get_if<Dict>();
   if (!d) throw InvalidArgumentError("invalid multi-rank start message");
   MultirankSettings s;
-  s.payload_sizes.clear();
-  for (const Value& v : as_sequence(d->find("payload_sizes"), "payload_sizes")) s.payload_sizes.push_back(as_int(&v, "payload_sizes"));
-  s.rounds = as_int(d->find("rounds"), "rounds");
-  s.warmup_rounds = as_int(d->find("warmup_rounds"), "warmup_rounds");
+  s.payload_sizes = payload_sizes_of(*d);
+  s.rounds = required(fields::int64(*d, "rounds"));
+  s.warmup_rounds = required(fields::int64(*d, "warmup_rounds"));
   s.collectives.clear();
-  for (const Value& v : as_sequence(d->find("collectives"), "collectives")) {
+  for (const Value& v : *required(fields::sequence(*d, "collectives"))) {
     if (!v.is<std::string>()) throw InvalidArgumentError("unknown collective");
     s.collectives.push_back(v.as<std::string>());
   }
-  const Value* t = d->find("timeout");
-  if (t && t->is<double>()) s.timeout = t->as<double>();
-  else s.timeout = static_cast<double>(as_int(t, "timeout"));
-  if (const Value* v = d->find("broadcast_root"); v && !v->is_none()) s.broadcast_root = as_int(v, "broadcast_root");
-  if (const Value* v = d->find("ring_exchange_concurrency"); v && !v->is_none()) s.ring_exchange_concurrency = as_int(v, "ring_exchange_concurrency");
-  if (const Value* v = d->find("allreduce_block_bytes"); v && !v->is_none()) s.allreduce_block_bytes = as_int(v, "allreduce_block_bytes");
+  s.timeout = required(fields::number(*d, "timeout"));
+  optional_int(*d, "broadcast_root", s.broadcast_root);
+  optional_int(*d, "ring_exchange_concurrency", s.ring_exchange_concurrency);
+  optional_int(*d, "allreduce_block_bytes", s.allreduce_block_bytes);
+  // Sent only when not V0.1 compatible; a V0.1 start message leaves the defaults.
   for (auto [key, field] : {std::pair{"reduce", &s.reduce}, {"dtype", &s.dtype}, {"algorithm", &s.algorithm}})
-    if (const Value* v = d->find(key); v && v->is<std::string>()) *field = v->as<std::string>();
+    if (d->find(key)) *field = required(fields::string(*d, key));
   s.validate();
   return s;
 }

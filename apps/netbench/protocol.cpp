@@ -3,6 +3,8 @@
 
 #include <cstdio>
 
+#include "core/dict_fields.h"
+
 namespace wcomm::bench {
 namespace {
 
@@ -17,48 +19,40 @@ std::string describe_op(const Dict& message) {
                            " field '" + std::string(key) + "' (" + summarize(Value(message)) + ")");
 }
 
+// The field read by the core helper, or BenchProtocolError in this protocol's words: a missing
+// field is "required", a mistyped one is named by the type this protocol expected.
+template <class T>
+T or_throw(Result<T> read, const Dict& message, std::string_view key, const char* expected) {
+  if (read.ok()) return std::move(read).value();
+  bad_field(message, key, message.find(key) == nullptr ? "required" : expected);
+}
+
 }  // namespace
 
 const Value& field(const Dict& message, std::string_view key) {
-  const Value* value = message.find(key);
-  if (value == nullptr) bad_field(message, key, "required");
-  return *value;
+  return *or_throw(fields::required(message, key), message, key, "required");
 }
 
 std::string op_of(const Dict& message) { return string_field(message, "op"); }
 
 std::int64_t int_field(const Dict& message, std::string_view key) {
-  const Value& value = field(message, key);
-  if (value.is<std::int64_t>()) return value.as<std::int64_t>();
-  bad_field(message, key, "integer");
+  return or_throw(fields::int64(message, key), message, key, "integer");
 }
 
 std::uint64_t size_field(const Dict& message, std::string_view key) {
-  const Value& value = field(message, key);
-  if (value.is<std::uint64_t>()) return value.as<std::uint64_t>();
-  if (value.is<std::int64_t>() && value.as<std::int64_t>() >= 0)
-    return static_cast<std::uint64_t>(value.as<std::int64_t>());
-  bad_field(message, key, "non-negative integer");
+  return or_throw(fields::uint64(message, key), message, key, "non-negative integer");
 }
 
 double number_field(const Dict& message, std::string_view key) {
-  const Value& value = field(message, key);
-  if (value.is<double>()) return value.as<double>();
-  if (value.is<std::int64_t>()) return static_cast<double>(value.as<std::int64_t>());
-  if (value.is<std::uint64_t>()) return static_cast<double>(value.as<std::uint64_t>());
-  bad_field(message, key, "number");
+  return or_throw(fields::number(message, key), message, key, "number");
 }
 
 std::string string_field(const Dict& message, std::string_view key) {
-  const Value& value = field(message, key);
-  if (value.is<std::string>()) return value.as<std::string>();
-  bad_field(message, key, "string");
+  return or_throw(fields::string(message, key), message, key, "string");
 }
 
 const Bytes& bytes_field(const Dict& message, std::string_view key) {
-  const Value& value = field(message, key);
-  if (value.is<Bytes>()) return value.as<Bytes>();
-  bad_field(message, key, "bytes");
+  return *or_throw(fields::bytes(message, key), message, key, "bytes");
 }
 
 Future<SendResult> ControlChannel::post(Dict message) {

@@ -1,29 +1,18 @@
 // Encoding and checked decoding of the cache service's request and ack.
 #include "transfer/cache_messages.h"
 
+#include "core/dict_fields.h"
 #include "transfer/metadata.h"
 
 namespace wcomm::xfer {
 
 namespace {
-const Value* field(const Dict& d, const char* key, std::string& why) {
-  const Value* v = d.find(key);
-  if (!v) why = std::string("no field '") + key + "'";
-  return v;
-}
-bool get(const Dict& d, const char* key, std::string& out, std::string& why) {
-  const Value* v = field(d, key, why);
-  if (v && v->is<std::string>()) return out = v->as<std::string>(), true;
-  if (v && v->is<Bytes>()) return out = std::string(v->as<Bytes>().view()), true;
-  if (v) why = std::string("field '") + key + "' is not a string";
-  return false;
-}
-bool get(const Dict& d, const char* key, std::uint64_t& out, std::string& why) {
-  const Value* v = field(d, key, why);
-  if (v && v->is<std::int64_t>() && v->as<std::int64_t>() >= 0) return out = static_cast<std::uint64_t>(v->as<std::int64_t>()), true;
-  if (v && v->is<std::uint64_t>()) return out = v->as<std::uint64_t>(), true;
-  if (v) why = std::string("field '") + key + "' is not an unsigned integer";
-  return false;
+// Reads one field into `out`; false with `why` set to the field's reason when it cannot.
+template <class T, class U>
+bool read(Result<T> field, U& out, std::string& why) {
+  if (!field.ok()) return why = field.error().message, false;
+  out = std::move(field).value();
+  return true;
 }
 }  // namespace
 
@@ -43,14 +32,15 @@ std::optional<CacheRequest> request_from(const Value& v, std::string& why) {
   if (!d) return why = "not a dict", std::nullopt;
   CacheRequest r;
   std::string blocks;
-  if (!get(*d, "request_id", r.request_id, why) || !get(*d, "key", r.key, why) || !get(*d, "blocks", blocks, why) ||
-      !get(*d, "version", r.version, why) || !get(*d, "compat_hash", r.compat_hash, why) ||
-      !get(*d, "agent_metadata", r.agent_metadata, why))
+  if (!read(fields::uint64(*d, "request_id"), r.request_id, why) || !read(fields::string_or_bytes(*d, "key"), r.key, why) ||
+      !read(fields::string_or_bytes(*d, "blocks"), blocks, why) || !read(fields::string_or_bytes(*d, "version"), r.version, why) ||
+      !read(fields::string_or_bytes(*d, "compat_hash"), r.compat_hash, why) ||
+      !read(fields::string_or_bytes(*d, "agent_metadata"), r.agent_metadata, why))
     return std::nullopt;
   Result<DescList> descs = decode_descs(blocks);
   if (!descs) return why = descs.error().message, std::nullopt;
   r.blocks = std::move(descs).value();
-  if (const Value* t = d->find("timeout_s"); t && t->is<double>()) r.timeout_s = t->as<double>();
+  if (d->find("timeout_s") && !read(fields::number(*d, "timeout_s"), r.timeout_s, why)) return std::nullopt;  // optional
   return r;
 }
 
@@ -58,12 +48,10 @@ std::optional<CacheAck> ack_from(const Value& v, std::string& why) {
   const Dict* d = v.get_if<Dict>();
   if (!d) return why = "not a dict", std::nullopt;
   CacheAck a;
-  if (!get(*d, "request_id", a.request_id, why) || !get(*d, "key", a.key, why) || !get(*d, "reason", a.reason, why) ||
-      !get(*d, "bytes", a.bytes, why))
+  if (!read(fields::uint64(*d, "request_id"), a.request_id, why) || !read(fields::string_or_bytes(*d, "key"), a.key, why) ||
+      !read(fields::string_or_bytes(*d, "reason"), a.reason, why) || !read(fields::uint64(*d, "bytes"), a.bytes, why) ||
+      !read(fields::boolean(*d, "ok"), a.ok, why))
     return std::nullopt;
-  const Value* ok = field(*d, "ok", why);
-  if (!ok || !ok->is<bool>()) return why = "field 'ok' is not a bool", std::nullopt;
-  a.ok = ok->as<bool>();
   return a;
 }
 

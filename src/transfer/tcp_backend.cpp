@@ -7,6 +7,7 @@
 #include <map>
 #include <mutex>
 
+#include "core/dict_fields.h"
 #include "transfer/backend.h"
 #include "wcomm/comm.h"
 
@@ -33,17 +34,34 @@ Value list_of(std::vector<Tensor> tensors) {
   return l;
 }
 
-std::uint64_t uint_field(const Dict& d, const char* key) {
-  const Value* v = d.find(key);
-  if (v && v->is<std::int64_t>()) return static_cast<std::uint64_t>(v->as<std::int64_t>());
-  if (v && v->is<std::uint64_t>()) return v->as<std::uint64_t>();
-  return 0;
+// The header's op: "write" or "read", anything else refused.
+Result<bool> is_write(const Dict& header) {
+  Result<std::string> op = fields::string(header, "op");
+  if (!op.ok()) return op.error();
+  if (op.value() != "write" && op.value() != "read")
+    return Error{ErrorCode::kProtocol, "field 'op' is '" + op.value() + "', not 'write' or 'read'"};
+  return op.value() == "write";
 }
-std::string string_field(const Dict& d, const char* key) {
-  const Value* v = d.find(key);
-  if (v && v->is<std::string>()) return v->as<std::string>();
-  if (v && v->is<Bytes>()) return std::string(v->as<Bytes>().view());
-  return {};
+
+// An ack: ok, then the refusal's reason or whether a READ's bytes follow.
+struct Ack {
+  bool ok = false;
+  std::string reason;
+  bool follows = false;
+};
+
+Result<Ack> read_ack(const Dict& d) {
+  Ack ack;
+  Result<bool> ok = fields::boolean(d, "ok");
+  if (!ok.ok()) return ok.error();
+  ack.ok = ok.value();
+  Result<std::string> reason = fields::string_or_bytes(d, "reason");
+  Result<bool> follows = fields::boolean(d, "follows");
+  if (!ack.ok && !reason.ok()) return reason.error();  // each of these matters on one side only
+  if (ack.ok && !follows.ok()) return follows.error();
+  if (reason.ok()) ack.reason = std::move(reason).value();
+  ack.follows = follows.ok() && follows.value();
+  return ack;
 }
 
 // Copies a received list of byte tensors into the descriptors' memory. (Comm::recv_into
@@ -191,12 +209,16 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
     std::erase_if(loops_, [](const Future<Received>& x) { return x.ready(); });
   }
 
-  // Why a request's descriptors are not acceptable ("" when they are).
+  // Why a request is not acceptable ("" when it is): malformed, stale, or outside our memory.
   std::string check(const Dict& header, DescList& descs) {
-    if (uint_field(header, "to_generation") != generation_)
-      return "stale metadata: the request was for generation " + std::to_string(uint_field(header, "to_generation")) +
+    Result<std::uint64_t> generation = fields::uint64(header, "to_generation");
+    if (!generation.ok()) return "malformed request: " + generation.error().message;
+    if (generation.value() != generation_)
+      return "stale metadata: the request was for generation " + std::to_string(generation.value()) +
              " of this agent, which is generation " + std::to_string(generation_) + " (it restarted)";
-    Result<DescList> d = decode_descs(string_field(header, "descs"));
+    Result<std::string> encoded = fields::string_or_bytes(header, "descs");
+    if (!encoded.ok()) return "malformed request: " + encoded.error().message;
+    Result<DescList> d = decode_descs(encoded.value());
     if (!d) return d.error().message;
     descs = std::move(d).value();
     for (const Desc& x : descs)
@@ -208,13 +230,22 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
   void serve(const Peer& peer, const Value& v) {
     const Dict* header = v.get_if<Dict>();
     if (!header) return arm_requests(peer);
-    const std::uint64_t id = uint_field(*header, "id");
-    const bool write = string_field(*header, "op") == "write";
+    // Without a readable id there is no one to answer: the request is refused unanswered (a
+    // write's bytes are still taken off their tag) and its transfer ends by timeout or cancel.
+    const Result<std::uint64_t> id = fields::uint64(*header, "id");
+    // An unreadable op is refused as a read: no bytes are expected for it.
+    const Result<bool> op_is_write = is_write(*header);
+    const bool write = op_is_write.ok() && op_is_write.value();
     DescList descs;
-    const std::string problem = check(*header, descs);
+    std::string problem;
+    if (!id.ok()) problem = "malformed request: " + id.error().message;
+    else if (!op_is_write.ok()) problem = "malformed request: " + op_is_write.error().message;
+    else problem = check(*header, descs);
     std::weak_ptr<TcpBackend> weak = weak_from_this();
     auto ack = [this, peer, id](bool ok, const std::string& reason, bool follows) {
-      (void)comm_->send(Dict{{"id", id}, {"ok", ok}, {"reason", reason}, {"follows", follows}}, peer, {}, {.tag = kAckTag});
+      if (!id.ok()) return;
+      (void)comm_->send(Dict{{"id", id.value()}, {"ok", ok}, {"reason", reason}, {"follows", follows}}, peer, {},
+                        {.tag = kAckTag});
     };
     if (write) {
       // The bytes come next on the data tag: straight into our memory, or read and dropped.
@@ -267,14 +298,20 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
   void on_ack(const Peer& peer, const Value& v) {
     const Dict* d = v.get_if<Dict>();
     if (!d) return arm_acks(peer);
-    const std::uint64_t id = uint_field(*d, "id");
-    const Value* ok = d->find("ok");
-    const Value* follows = d->find("follows");
-    if (!ok || !ok->is<bool>() || !ok->as<bool>()) {
-      complete(id, Error{ErrorCode::kInvalidArgument, "tcp: the remote agent refused: " + string_field(*d, "reason")});
+    // An ack without a readable id belongs to no transfer we could name: dropped.
+    const Result<std::uint64_t> read_id = fields::uint64(*d, "id");
+    if (!read_id.ok()) return arm_acks(peer);
+    const std::uint64_t id = read_id.value();
+    const Result<Ack> ack = read_ack(*d);
+    if (!ack.ok()) {
+      complete(id, Error{ErrorCode::kProtocol, "tcp: a malformed ack from node '" + peer.node_id + "': " + ack.error().message});
       return arm_acks(peer);
     }
-    if (!follows || !follows->is<bool>() || !follows->as<bool>()) {
+    if (!ack.value().ok) {
+      complete(id, Error{ErrorCode::kInvalidArgument, "tcp: the remote agent refused: " + ack.value().reason});
+      return arm_acks(peer);
+    }
+    if (!ack.value().follows) {
       complete(id, Ok{});
       return arm_acks(peer);
     }
