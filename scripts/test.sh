@@ -61,6 +61,17 @@ fi
 phase "Python package (sdist, wheel from it, a fresh venv)"
 bash scripts/check-wheel.sh
 
+# The optional features off (docs/cpp-api.md): the library still builds and its tests pass,
+# and using a missing feature fails naming its option and package.
+phase "build without the optional features (UCX, zstd, TLS, ZeroMQ)"
+WCOMM_UNITY_BUILD=ON WCOMM_CMAKE_ARGS="-DWCOMM_WITH_UCX=OFF -DWCOMM_WITH_ZSTD=OFF -DWCOMM_WITH_TLS=OFF \
+  -DWCOMM_WITH_ZMQ=OFF -DWCOMM_EXAMPLES=OFF -DWCOMM_BENCHMARKS=OFF" \
+  bash scripts/build.sh build-minimal "" wcomm_unit_tests wcomm_apps_unit_tests wcomm_integration_tests \
+  wcomm_transfer_tests wcomm_mesh_tests
+phase "ctest without them: unit, quick, transfer, mesh, the features' own"
+(cd build-minimal && ctest --output-on-failure -j2 --timeout 300 -L 'unit|quick|transfer|mesh' &&
+   ctest --output-on-failure -j2 --timeout 300 -R 'OptionalFeatures|CommChunking|CommCompression')
+
 if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # clang, with the libFuzzer targets: the fuzz pass below runs from this same build.
   phase "build (ASan + UBSan, clang)"

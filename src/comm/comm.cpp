@@ -146,6 +146,8 @@ Future<SendResult> Comm::send(Value value, const Peer& peer, Value piggypayload,
     return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, "unknown peer '" + peer.node_id + "'"}, post);
   if (auto refused = timeout_refused(options.timeout, "send")) return ready_future<SendResult>(*refused, post);
   if (impl_->closed.load()) return ready_future<SendResult>(Error{ErrorCode::kClosed, "the Comm is closed"}, post);
+  if (options.compress == Compression::kOn && !compression_built())
+    return ready_future<SendResult>(Error{ErrorCode::kInvalidArgument, kNoCompressionReason}, post);
 
   const std::uint64_t id = impl_->next_message_id.fetch_add(1, std::memory_order_relaxed);
   EncodedFrame frame;

@@ -35,4 +35,12 @@ class ChunkCompressor {
 Result<std::size_t> decompress_chunk(const std::uint8_t* data, std::size_t size,
                                      const std::vector<asio::mutable_buffer>& out);
 
+// Whether this build has zstd (WCOMM_WITH_ZSTD): without it, "zstd" is never offered.
+bool compression_built();
+
+// Why a send that asks for compression (CommOptions::compress = kOn) cannot have it here.
+inline constexpr const char* kNoCompressionReason =
+    "CommOptions::compress: this build of wcomm has no zstd compression (configured with WCOMM_WITH_ZSTD=OFF or "
+    "without libzstd): install libzstd-dev and configure with -DWCOMM_WITH_ZSTD=ON";
+
 }  // namespace wcomm

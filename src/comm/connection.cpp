@@ -102,7 +102,7 @@ std::vector<std::string> Connection::offered_features() const {
   out.push_back("retry-key");
   if (impl_.spec.comm.chunk_bytes > 0) {
     out.push_back("chunks");
-    if (impl_.spec.comm.compression != "off") out.push_back("zstd");
+    if (impl_.spec.comm.compression != "off" && compression_built()) out.push_back("zstd");
   }
   return out;
 }
@@ -119,7 +119,7 @@ void Connection::accept_features(const std::vector<std::string>& features) {
     } else if (f == "chunks") {
       chunks_ = impl_.spec.comm.chunk_bytes > 0;
     } else if (f == "zstd") {
-      zstd_ = impl_.spec.comm.compression != "off";
+      zstd_ = impl_.spec.comm.compression != "off" && compression_built();
     } else if (f.rfind("incarnation=", 0) == 0) {
       peer_incarnation_ = f.substr(12);
     } else if (f.rfind("heartbeat=", 0) == 0 && own > 0) {

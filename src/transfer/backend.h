@@ -55,6 +55,8 @@ class Backend {
 using FindLocalFn = std::function<std::optional<Range>(std::uint64_t begin, std::uint64_t end)>;
 
 std::unique_ptr<Backend> make_unselected_backend(BackendKind kind, BackendKind selected);
+// A backend that reaches nobody and says why (capabilities().reason).
+std::unique_ptr<Backend> make_unavailable_backend(BackendKind kind, std::string reason);
 std::unique_ptr<Backend> make_cma_backend(const AgentConfig& config, CompletionFn done);
 std::unique_ptr<Backend> make_ucx_backend(const AgentConfig& config, CompletionFn done);
 std::unique_ptr<Backend> make_tcp_backend(const AgentConfig& config, std::uint64_t generation, CompletionFn done,

@@ -1,5 +1,6 @@
-// The stand-in for a backend an agent was not configured to use: it reports why and reaches
-// nobody, so an agent fixed to one backend starts no other (no UCX context for a cma agent).
+// The stand-in for a backend an agent was not configured to use, or that this build lacks: it
+// reports why and reaches nobody, so an agent fixed to one backend starts no other (no UCX
+// context for a cma agent).
 #include "transfer/backend.h"
 
 namespace wcomm::xfer {
@@ -20,9 +21,12 @@ class UnselectedBackend final : public Backend {
 };
 }  // namespace
 
+std::unique_ptr<Backend> make_unavailable_backend(BackendKind kind, std::string reason) {
+  return std::make_unique<UnselectedBackend>(kind, std::move(reason));
+}
+
 std::unique_ptr<Backend> make_unselected_backend(BackendKind kind, BackendKind selected) {
-  return std::make_unique<UnselectedBackend>(
-      kind, std::string("not selected (AgentConfig.backend is ") + backend_name(selected) + ")");
+  return make_unavailable_backend(kind, std::string("not selected (AgentConfig.backend is ") + backend_name(selected) + ")");
 }
 
 }  // namespace wcomm::xfer

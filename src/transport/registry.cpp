@@ -31,7 +31,8 @@ namespace {
 std::string no_transport(const Address& address) {
   if (address.scheme == "ucx")
     return "no transport for address '" + address.to_string() +
-           "': this build of wcomm has no ucx transport (UCX, libucx-dev, was not found when it was built)";
+           "': this build of wcomm has no ucx transport (it was configured with WCOMM_WITH_UCX=OFF or without "
+           "UCX: install libucx-dev and configure with -DWCOMM_WITH_UCX=ON)";
   return "no transport for address '" + address.to_string() + "'";
 }
 }  // namespace

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "comm_fixture.h"
+#include "build_features.h"
 #include "wcomm/codec.h"
 
 namespace wcomm::testing {
@@ -174,7 +175,8 @@ TEST(CommChunking, AWcommPeerOffersChunksAndZstd) {
   RawClient raw(p.b->port());
   Control ack = raw_handshake(raw, {"incarnation=000000000000000c", "chunks", "zstd"});
   EXPECT_NE(std::find(ack.features.begin(), ack.features.end(), "chunks"), ack.features.end());
-  EXPECT_NE(std::find(ack.features.begin(), ack.features.end(), "zstd"), ack.features.end());
+  // (A build without zstd never offers it: WCOMM_WITH_ZSTD.)
+  EXPECT_EQ(std::find(ack.features.begin(), ack.features.end(), "zstd") != ack.features.end(), wcomm::testing::kHaveZstd);
   CommConfig off = tcp_config(0);
   off.compression = "off";
   auto q = make_pair(tcp_config(), off);
@@ -250,7 +252,8 @@ TEST(CommChunking, BadChunksEndTheConnection) {
          auto b = cat(chunked_head(Value(t), 9, 9), chunk_header(9, 9, 16, kFlagCompressed));
          return cat(b, std::vector<std::uint8_t>(16, 0xAB));
        },
-       "compressed chunk"},
+       // (Without zstd the receiver did not take up the offer: refused as not negotiated.)
+       wcomm::testing::kHaveZstd ? "compressed chunk" : "did not negotiate \"zstd\""},
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
@@ -356,7 +359,24 @@ TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
 
 // ---- adaptive compression ----------------------------------------------------------------
 
+// A build without zstd (WCOMM_WITH_ZSTD=OFF) compresses nothing and offers nothing; a send
+// that asks for compression is refused with what to install, and nothing is sent.
+TEST(CommCompression, WithoutZstdASendThatAsksForItIsRefusedSayingHowToGetIt) {
+  if (wcomm::testing::kHaveZstd) GTEST_SKIP() << "this build has zstd (WCOMM_WITH_ZSTD=ON)";
+  auto p = make_pair(tcp_config(), tcp_config());
+  auto sent = p.a->send(Bytes(std::string(1 << 16, 'x')), p.a->peer("node-b"), {}, {.compress = Compression::kOn});
+  const auto& r = sent.wait();
+  ASSERT_FALSE(r.ok());
+  EXPECT_EQ(r.error().code, ErrorCode::kInvalidArgument);
+  EXPECT_NE(r.error().message.find("WCOMM_WITH_ZSTD"), std::string::npos) << r.error().message;
+  EXPECT_NE(r.error().message.find("libzstd-dev"), std::string::npos) << r.error().message;
+  wait_value(p.a->send(Bytes(std::string(1 << 16, 'x')), p.a->peer("node-b")));  // auto: sent as it is
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).wire_bytes > (1u << 16), true);
+  EXPECT_EQ(p.b->stats().bytes_decompressed, 0u);
+}
+
 TEST(CommCompression, ACompressibleTensorOnASlowLinkIsCompressed) {
+  WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
   auto p = make_pair(slow_sender(4 << 20), tcp_config());
   Tensor t = Tensor::zeros(DType::kFloat32, {1 << 20});  // 4 MiB, mostly zeros
   for (int i = 0; i < (1 << 20); i += 97) t.data_as<float>()[i] = static_cast<float>(i);
@@ -373,6 +393,7 @@ TEST(CommCompression, ACompressibleTensorOnASlowLinkIsCompressed) {
 }
 
 TEST(CommCompression, RandomDataIsOnlySampledAndOptOutIsNeverCompressed) {
+  WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
   auto p = make_pair(slow_sender(8 << 20), tcp_config());
   Tensor noise = pattern_tensor(2 << 20, 11);
   wait_value(p.a->send(noise, p.a->peer("node-b")));
@@ -388,6 +409,7 @@ TEST(CommCompression, RandomDataIsOnlySampledAndOptOutIsNeverCompressed) {
 }
 
 TEST(CommCompression, AFastLinkIsNotCompressedUnlessAMessageOptsIn) {
+  WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
   auto p = make_pair(tcp_config(), tcp_config());  // loopback: faster than the compressor
   Tensor zeros = Tensor::zeros(DType::kUInt8, {8 << 20});
   for (int i = 0; i < 3; ++i) {

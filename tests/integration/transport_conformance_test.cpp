@@ -35,7 +35,9 @@ const TransportCase kTransports[] = {
      [](const std::string& dir, const std::string& node) { return Address::parse("unix://@" + dir + "/" + node); }},
     {"shm", "shm",
      [](const std::string& dir, const std::string& node) { return Address::parse("shm://@" + dir + "/" + node); }},
+#ifdef WCOMM_HAVE_UCX  // (a build without UCX has no ucx transport to conform: WCOMM_WITH_UCX)
     {"ucx", "ucx", [](const std::string&, const std::string&) { return Address::parse("ucx://127.0.0.1:" + std::to_string(ReservedPort().port())); }},
+#endif
 };
 
 // A raw byte stream over wcomm's own transport seam, for transports whose bytes do not go
