@@ -123,7 +123,7 @@ int run(const GlobalOptions& g, Role role, MultirankSettings settings) {
     comms[0]->send(Dict{{"op", "start"}, {"settings", settings.to_value()}}, one, {},
                    {.tag = kControlTag, .timeout = Seconds(settings.timeout)}).get();
     Received ready = comms[0]->recv(one, {.tag = kControlTag, .timeout = Seconds(settings.timeout)}).get();
-    if (!(ready.value == Value(Dict{{"op", "ready"}}))) throw ProtocolError("remote ranks did not become ready");
+    if (settings.agree_with(ready.value)) say("the responder is V0.1's: running V0.1's ring allreduce with it");
   } else if (role == Role::kResponder) {
     say("waiting for the initiator's start");
     const Peer& zero = comms[1]->peer("rank-0");
@@ -133,7 +133,7 @@ int run(const GlobalOptions& g, Role role, MultirankSettings settings) {
     const Value* s = d ? d->find("settings") : nullptr;
     if (!op || !(*op == Value("start")) || !s) throw ProtocolError("invalid multi-rank start message");
     settings = MultirankSettings::from_value(*s);
-    comms[1]->send(Dict{{"op", "ready"}}, zero, {}, {.tag = kControlTag, .timeout = Seconds(settings.timeout)}).get();
+    comms[1]->send(settings.ready_message(), zero, {}, {.tag = kControlTag, .timeout = Seconds(settings.timeout)}).get();
   }
   if (!local) settings.validate_for_world(world);
 
@@ -235,7 +235,7 @@ int run_multirank(int argc, char** argv) {
   initiator->add_option("--reduce", s.reduce, "wcomm: ring_allreduce's reduction (sum, prod, min, max, xor, and, or)")->capture_default_str();
   initiator->add_option("--dtype", s.dtype, "wcomm: element type of the reduction")->capture_default_str();
   initiator->add_option("--algorithm", s.algorithm,
-                        "wcomm: v01 (V0.1's ring and tags) or wcomm's Group allreduce: auto, ring, recursive_doubling")
+                        "wcomm: Group's allreduce (auto, ring, recursive_doubling) or v01 (V0.1's ring and tags; taken by itself with a V0.1 responder)")
       ->capture_default_str();
   app.require_subcommand(0, 1);
   if (auto code = parse_command_line(app, argc, argv)) return *code;

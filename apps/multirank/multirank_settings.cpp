@@ -128,11 +128,31 @@ MultirankSettings MultirankSettings::from_value(const Value& value) {
   optional_int(*d, "broadcast_root", s.broadcast_root);
   optional_int(*d, "ring_exchange_concurrency", s.ring_exchange_concurrency);
   optional_int(*d, "allreduce_block_bytes", s.allreduce_block_bytes);
-  // Sent only when not V0.1 compatible; a V0.1 start message leaves the defaults.
+  // Sent only when not V0.1 compatible: a V0.1 initiator's start message has none of them, and
+  // its ranks run V0.1's ring.
+  s.algorithm = "v01";
   for (auto [key, field] : {std::pair{"reduce", &s.reduce}, {"dtype", &s.dtype}, {"algorithm", &s.algorithm}})
     if (d->find(key)) *field = required(fields::string(*d, key));
   s.validate();
   return s;
+}
+
+Value MultirankSettings::ready_message() const {
+  if (algorithm == "v01") return Dict{{"op", "ready"}};
+  return Dict{{"op", "ready"}, {"algorithm", algorithm}};
+}
+
+bool MultirankSettings::agree_with(const Value& ready) {
+  if (ready == Value(Dict{{"op", "ready"}})) {
+    if (algorithm == "v01") return false;
+    if (!v01_expressible())
+      throw ProtocolError("the responder runs V0.1's multirank, which computes only --reduce xor --dtype uint8 (asked: "
+                          "--reduce " + reduce + " --dtype " + dtype + ")");
+    algorithm = "v01";
+    return true;
+  }
+  if (ready == Value(Dict{{"op", "ready"}, {"algorithm", algorithm}})) return false;
+  throw ProtocolError("remote ranks did not become ready");
 }
 
 nlohmann::json MultirankSettings::to_json() const {
