@@ -147,7 +147,18 @@ class Comm {
   // The configured peer with that node_id; throws std::out_of_range for an unknown name or
   // the local node's own.
   const Peer& peer(std::string_view node_id) const;
-  std::vector<Peer> peers() const;
+  std::vector<Peer> peers() const;  // the peers now, in node_id order
+
+  // Peers that join and leave at run time (any thread). add_peer checks the peer as create
+  // does (InvalidArgumentError; one with that node_id there already is refused) and returns
+  // the directory's own copy; the peer must list this node too for it to answer. remove_peer
+  // takes it out: its pending sends and recvs fail with ClosedError "peer '<id>' was removed:
+  // <reason>", its connections end (the peer sees them lost), a connection it makes later is
+  // refused, and an operation that names it fails as for an unknown peer. The Peer& that
+  // peer() returned stays valid. False: no such peer. Adding it again starts afresh (the
+  // remote is a new session: a restarted process, or the same one back).
+  const Peer& add_peer(Peer peer);
+  bool remove_peer(std::string_view node_id, const std::string& reason = {});
 
   // Queues value for peer on options.tag. Tensors and bytes are sent from their own memory:
   // borrowed memory must stay valid and unmodified until the Future is ready. Waits for queue

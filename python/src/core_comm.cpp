@@ -175,6 +175,21 @@ bool CoreComm::spin(int spin_us) {
 
 py::tuple CoreComm::peer(const std::string& node_id) const { return peer_to_tuple(comm_->peer(node_id)); }
 
+py::tuple CoreComm::add_peer(py::handle peer) {
+  Peer p = peer_from_tuple(peer);
+  const Peer* added;
+  {
+    py::gil_scoped_release release;
+    added = &comm_->add_peer(std::move(p));
+  }
+  return peer_to_tuple(*added);
+}
+
+bool CoreComm::remove_peer(const std::string& node_id, const std::string& reason) {
+  py::gil_scoped_release release;
+  return comm_->remove_peer(node_id, reason);
+}
+
 py::list CoreComm::peers() const {
   py::list out;
   for (const Peer& p : comm_->peers()) out.append(peer_to_tuple(p));

@@ -65,6 +65,9 @@ class CoreComm {
 
   py::tuple peer(const std::string& node_id) const;
   py::list peers() const;
+  // Comm::add_peer / remove_peer (peer: a (node_id, host, port, addresses, transport) tuple).
+  py::tuple add_peer(py::handle peer);
+  bool remove_peer(const std::string& node_id, const std::string& reason);
   void register_type(const std::string& kind, const std::string& type_id, std::uint32_t version);
   py::dict stats() const;
   void close();

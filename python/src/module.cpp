@@ -70,6 +70,8 @@ PYBIND11_MODULE(_core, m) {
       .def("spin", &CoreComm::spin, py::arg("spin_us"))
       .def("peer", &CoreComm::peer, py::arg("node_id"))
       .def("peers", &CoreComm::peers)
+      .def("add_peer", &CoreComm::add_peer, py::arg("peer"))
+      .def("remove_peer", &CoreComm::remove_peer, py::arg("node_id"), py::arg("reason"))
       .def("register_type", &CoreComm::register_type, py::arg("kind"), py::arg("type_id"), py::arg("version"))
       .def("stats", &CoreComm::stats)
       .def("close", &CoreComm::close)

@@ -273,8 +273,28 @@ class Comm:
             raise KeyError(f"{node_id!r} is not a known peer (peers: {known})") from None
 
     def peers(self) -> Tuple[Peer, ...]:
-        """Every configured peer, in configuration order."""
+        """Every peer now: the configured ones in configuration order, then those added."""
         return tuple(self._peers.values())
+
+    def add_peer(self, peer: Peer) -> Peer:
+        """Adds a peer at run time (wcomm; docs/python.md "Peers that join at run time"): checked
+        as at create (ValueError for bad input or a node_id that is there already). It must list
+        this node too to answer. Returns the peer as stored."""
+        if self._closed:
+            raise ConnectionClosedError("the Comm is closed")
+        self._core.add_peer((peer.node_id, peer.host, peer.port, peer.addresses, peer.transport))
+        self._peers[peer.node_id] = peer
+        return peer
+
+    def remove_peer(self, node_id: str, reason: str = "") -> bool:
+        """Removes a peer at run time: its pending sends and recvs fail with ConnectionClosedError
+        "peer '<id>' was removed: <reason>", its connections end, and a connection it makes later
+        is refused. False if there was no such peer."""
+        if self._closed:
+            raise ConnectionClosedError("the Comm is closed")
+        removed = self._core.remove_peer(node_id, reason)
+        self._peers.pop(node_id, None)
+        return removed
 
     @property
     def registry(self) -> TypeRegistry:

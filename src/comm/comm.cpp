@@ -19,6 +19,27 @@ namespace wcomm {
 
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
+namespace {
+
+// What a peer of this Comm must be, at create or when added later; InvalidArgumentError.
+void check_peer(const Comm::Impl& impl, const Peer& p) {
+  if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
+  if (p.endpoints().empty())
+    throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
+  if (impl.spec.comm.tls.enabled() && (p.transport == "shm" || p.transport == "unix" || p.transport == "ucx"))
+    throw InvalidArgumentError("peer '" + p.node_id + "' has transport '" + p.transport +
+                               "', which would bypass TLS (comm.tls is set): use auto or tcp");
+  if (dial_endpoints(p, impl.spec.comm).empty())
+    throw InvalidArgumentError("peer '" + p.node_id + "' has no address for transport '" +
+                               transport_for(p, impl.spec.comm) + "' (it has " + p.endpoints_text() + ")");
+  if (!p.host.empty() && p.port == 0)
+    throw InvalidArgumentError("peer '" + p.node_id + "' has port 0; a remote peer needs the port it listens on");
+  if (p.node_id == impl.spec.local.node_id)
+    throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
+}
+
+}  // namespace
+
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   if (spec.comm.cluster_key.empty())
     if (const char* file = std::getenv("WCOMM_CLUSTER_KEY_FILE"); file && *file)
@@ -33,23 +54,10 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
   auto impl = std::make_shared<Impl>(std::move(spec));
   for (const Peer& p : impl->spec.peers) {
-    if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
-    if (p.endpoints().empty())
-      throw InvalidArgumentError("peer '" + p.node_id + "' has no address (give host and port, or addresses)");
-    if (impl->spec.comm.tls.enabled() && (p.transport == "shm" || p.transport == "unix" || p.transport == "ucx"))
-      throw InvalidArgumentError("peer '" + p.node_id + "' has transport '" + p.transport +
-                                 "', which would bypass TLS (comm.tls is set): use auto or tcp");
-    if (dial_endpoints(p, impl->spec.comm).empty())
-      throw InvalidArgumentError("peer '" + p.node_id + "' has no address for transport '" +
-                                 transport_for(p, impl->spec.comm) + "' (it has " + p.endpoints_text() + ")");
-    if (!p.host.empty() && p.port == 0)
-      throw InvalidArgumentError("peer '" + p.node_id + "' has port 0; a remote peer needs the port it listens on");
-    if (p.node_id == impl->spec.local.node_id)
-      throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
-    if (!impl->peers.emplace(p.node_id, std::make_unique<PeerState>(*impl, p)).second)
+    check_peer(*impl, p);
+    if (!impl->peers.add(std::make_unique<PeerState>(*impl, p)))
       throw InvalidArgumentError("peer '" + p.node_id + "' is listed twice");
   }
-  for (const auto& [name, state] : impl->peers) impl->peers_by_address.emplace(&state->peer(), state.get());
   if (impl->spec.comm.tls.enabled()) {
     for (const Address& a : impl->spec.local.endpoints())
       if (a.scheme != "tcp")
@@ -115,7 +123,7 @@ std::uint16_t Comm::port() const { return impl_->spec.local.port; }
 const Peer& Comm::peer(std::string_view node_id) const {
   if (PeerState* p = impl_->find_peer(node_id)) return p->peer();
   std::string known;
-  for (const auto& [name, p] : impl_->peers) known += (known.empty() ? "" : ", ") + name;
+  for (PeerState* p : impl_->peers.current()) known += (known.empty() ? "" : ", ") + p->peer().node_id;
   if (node_id == impl_->spec.local.node_id)
     throw std::out_of_range("'" + std::string(node_id) + "' is this node itself, not a peer (peers: " + known + ")");
   throw std::out_of_range("unknown peer '" + std::string(node_id) + "' (peers: " + known + ")");
@@ -123,8 +131,29 @@ const Peer& Comm::peer(std::string_view node_id) const {
 
 std::vector<Peer> Comm::peers() const {
   std::vector<Peer> out;
-  for (const Peer& p : impl_->spec.peers) out.push_back(p);
+  for (PeerState* p : impl_->peers.current()) out.push_back(p->peer());
   return out;
+}
+
+const Peer& Comm::add_peer(Peer peer) {
+  if (impl_->closed.load()) throw ClosedError("add_peer: the Comm is closed");
+  check_peer(*impl_, peer);
+  auto state = std::make_unique<PeerState>(*impl_, std::move(peer));
+  const Peer& added = state->peer();
+  if (!impl_->peers.add(std::move(state)))
+    throw InvalidArgumentError("add_peer: peer '" + added.node_id + "' is there already (remove_peer it first)");
+  return added;
+}
+
+bool Comm::remove_peer(std::string_view node_id, const std::string& reason) {
+  PeerState* state = impl_->peers.remove(node_id);
+  if (!state) return false;
+  const Error why{ErrorCode::kClosed, "peer '" + std::string(node_id) + "' was removed" +
+                                          (reason.empty() ? std::string() : ": " + reason)};
+  // Its pending sends and recvs fail, its connections end (the peer sees them lost). Not
+  // posted once the loop has finished: Comm::close ended everything already.
+  impl_->post([state, why] { state->session().close_all(why); });
+  return true;
 }
 
 namespace {
@@ -339,7 +368,7 @@ CommStats Comm::stats() const {
 
 std::map<std::string, PeerStats> Comm::peer_stats() const {
   std::map<std::string, PeerStats> out;
-  for (const auto& [name, peer] : impl_->peers) out.emplace(name, peer->stats());
+  for (PeerState* peer : impl_->peers.current()) out.emplace(peer->peer().node_id, peer->stats());
   return out;
 }
 

@@ -32,7 +32,7 @@ Comm::Impl::Impl(CommSpec s) : spec(std::move(s)) {
 Comm::Impl::~Impl() {
   // Sockets go before the io_context that owns their services.
   handshaking.clear();
-  peers.clear();
+  peers.destroy_all();
   listeners.clear();
 }
 
@@ -69,16 +69,6 @@ SharedPoster Comm::Impl::make_poster(std::weak_ptr<Impl> self) {
     auto impl = weak.lock();
     if (!impl || !impl->post(fn)) std::thread(std::move(fn)).detach();
   });
-}
-
-PeerState* Comm::Impl::find_peer(std::string_view node_id) const {
-  auto found = peers.find(node_id);
-  return found == peers.end() ? nullptr : found->second.get();
-}
-
-PeerState* Comm::Impl::find_peer(const Peer& peer) const {
-  auto found = peers_by_address.find(&peer);
-  return found != peers_by_address.end() ? found->second : find_peer(peer.node_id);
 }
 
 namespace {
@@ -161,7 +151,7 @@ void Comm::Impl::close_from_loop() {
   for (auto& listener : listeners) listener->close();
   if (same_host_listener) same_host_listener->close();
   Error error{ErrorCode::kClosed, "the Comm was closed"};
-  for (auto& [name, peer] : peers) peer->session().close_all(error);
+  for (PeerState* peer : peers.all()) peer->session().close_all(error);
   scheduler->close();
   auto pending = std::move(handshaking);
   handshaking.clear();

@@ -23,6 +23,7 @@
 
 #include <asio.hpp>
 
+#include "comm/peer_directory.h"
 #include "comm/compression.h"
 #include "comm/egress.h"
 #include "comm/egress_scheduler.h"
@@ -322,7 +323,7 @@ struct Comm::Impl {
   CommSpec spec;
   std::vector<std::unique_ptr<transport::Listener>> listeners;  // one per local address
   std::unique_ptr<transport::Listener> same_host_listener;        // see same_host.h
-  std::map<std::string, std::unique_ptr<PeerState>, std::less<>> peers;  // fixed after create
+  PeerDirectory peers;  // any thread (Comm::add_peer / remove_peer change it)
   std::set<std::shared_ptr<Connection>> handshaking;                     // loop only
   std::deque<std::weak_ptr<Connection>> handshake_order;                 // loop only: oldest first
   std::uint64_t handshakes_evicted = 0;                                  // loop only
@@ -362,10 +363,9 @@ struct Comm::Impl {
   std::mutex post_mutex;
   bool loop_finished = false;        // under post_mutex
   transport::Options transport_options() const;
-  PeerState* find_peer(std::string_view node_id) const;
+  PeerState* find_peer(std::string_view node_id) const { return peers.find(node_id); }
   // The same for a Peer; one that Comm::peer() returned is found by its address.
-  PeerState* find_peer(const Peer& peer) const;
-  std::unordered_map<const Peer*, PeerState*> peers_by_address;  // fixed after create
+  PeerState* find_peer(const Peer& peer) const { return peers.find(peer); }
   // Drops a connection a caller's thread held while it read. One the loop let go of
   // meanwhile (closed; held by nobody else) goes back to the loop to be destroyed there, not
   // on this thread beside the loop's last handlers for it.

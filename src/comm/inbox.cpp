@@ -9,7 +9,7 @@ namespace wcomm {
 
 std::optional<Result<Received>> Inbox::Locked::take(std::uint32_t tag) {
   Inbox& in = inbox_;
-  if (in.closed_) return Result<Received>(Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (in.closed_) return Result<Received>(*in.closed_);
   auto found = in.arrived_.find(tag);
   if (found != in.arrived_.end() && !found->second.empty()) {
     Result<Received> got = std::move(found->second.front());

@@ -87,7 +87,7 @@ class Inbox {
     // Every recv waiting, done, to fail with `error`: those with a slot are filled here, the
     // others returned. told: whether there was any.
     std::vector<std::shared_ptr<RecvWaiter>> take_waiters(const Error& error, bool* told = nullptr);
-    void close() { inbox_.closed_ = true; }  // recvs that come now fail (kClosed)
+    void close(const Error& why) { inbox_.closed_ = why; }  // recvs that come now fail with why
 
     // Connections whose frames are admitted (see Inbox::reading_).
     void add_reading(Connection* connection) { inbox_.reading_.push_back(connection); }
@@ -138,7 +138,7 @@ class Inbox {
 
   const CommConfig& limits_;
   std::mutex mutex_;
-  bool closed_ = false;
+  std::optional<Error> closed_;
   std::unordered_map<std::uint32_t, std::deque<Result<Received>>> arrived_;
   std::unordered_map<std::uint32_t, std::deque<std::shared_ptr<RecvWaiter>>> waiters_;
   std::optional<Error> unreported_;  // a broken stream's error that no recv has seen yet

@@ -193,7 +193,7 @@ void Outbox::continue_inline_write(const std::shared_ptr<OutMessage>& message) {
 
 void Outbox::submit_send(std::shared_ptr<OutMessage> message, const CommOptions& options) {
   disable_inline();  // the loop may write from here on
-  if (closing()) return complete(*message, Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (closing()) return complete(*message, peer_.session().close_error());
   if (options.timeout) {
     message->timeout = options.timeout;
     message->deadline = deadline_of(options.timeout);

@@ -368,7 +368,7 @@ void PeerState::close_receiving(const Error& error) {
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
     auto in = inbox_.lock();
-    in.close();
+    in.close(error);
     waiting = in.take_waiters(error);
   }
   for (auto& w : waiting) complete_recv(w, error, /*by_loop=*/true, nullptr);

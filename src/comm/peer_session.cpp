@@ -231,6 +231,7 @@ void PeerSession::drop_connections(const Error& error) {
 
 void PeerSession::close_all(const Error& error) {
   if (closing()) return;
+  close_error_ = error;
   draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
   if (auto dial = std::move(pending_dial_)) dial->cancel();

@@ -39,6 +39,7 @@ class PeerSession {
   // The established connections, any order.
   const std::vector<std::shared_ptr<Connection>>& connections() const { return connections_; }
   bool closing() const { return draining_ || closed_; }  // close_all is completing everything, or did
+  const Error& close_error() const { return close_error_; }  // what close_all was given
 
   void ensure_connection();  // dials unless connected or dialing already
   void add_connection(std::shared_ptr<Connection> connection);  // established (dialed or accepted)
@@ -80,6 +81,7 @@ class PeerSession {
   std::shared_ptr<Connection> stats_connection_;  // under stats_mutex_
   bool draining_ = false;
   bool closed_ = false;
+  Error close_error_{ErrorCode::kClosed, "the Comm is closed"};
 };
 
 }  // namespace wcomm
