@@ -1,0 +1,68 @@
+#!/usr/bin/python3
+"""`wcomm multirank` (V0.1's two-host tool, on loopback with --ranks-per-host 2: 4 ranks in two
+processes) against the library it runs on, in the same run: its 64 MiB ring_allreduce p50 with
+V0.1's XOR (the default, Group's kBitXor), with --reduce sum --dtype float32, and with
+--algorithm v01 (V0.1's own ring, what a V0.1 rank needs), beside bench/collectives_vs_gloo.py
+(wcomm::Group's allreduce over tcp and auto, and torch gloo's all_reduce over tcp, 4 ranks).
+
+    /usr/bin/python3 bench/multirank_vs_group.py [--rounds 10] [--build build]
+"""
+
+import argparse
+import json
+import os
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+
+SIZE = 64 << 20
+
+
+def free_port_pair():
+    while True:
+        with socket.socket() as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port < 60000:
+            return port
+
+
+def multirank_p50(wcomm, rounds, extra):
+    port = free_port_pair()
+    common = [wcomm, "multirank", "--local-host", "127.0.0.1", "--remote-host", "127.0.0.1",
+              "--ranks-per-host", "2", "--base-port", str(port), "--quiet"]
+    with tempfile.TemporaryDirectory() as d:
+        out = os.path.join(d, "mr.json")
+        responder = subprocess.Popen(common + ["responder"], stdout=subprocess.DEVNULL)
+        try:
+            subprocess.run(common + ["--output", out, "initiator", "--payload-sizes", str(SIZE), "--rounds", str(rounds),
+                                     "--warmup-rounds", "2", "--collectives", "ring_allreduce", *extra],
+                           check=True, timeout=600)
+        finally:
+            responder.wait(timeout=60)
+        with open(out) as f:
+            report = json.load(f)
+    return report["collective_summary"]["ring_allreduce"][str(SIZE)]["collective_completion_ms"]["p50"]
+
+
+def main():
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--rounds", type=int, default=10)
+    parser.add_argument("--build", default="build")
+    args = parser.parse_args()
+    wcomm = os.path.join(args.build, "wcomm")
+    print(f"# host: {os.cpu_count()} CPUs; 4 ranks (2 processes x 2); {args.rounds} rounds; "
+          f"{time.strftime('%Y-%m-%d %H:%M:%S')}", flush=True)
+    for name, extra in [("xor (default: Group, auto)", []), ("sum float32 (Group, auto)", ["--reduce", "sum", "--dtype", "float32"]),
+                        ("xor, --algorithm v01 (V0.1's ring)", ["--algorithm", "v01"])]:
+        print(f"multirank ring_allreduce bytes={SIZE} {name}: p50_ms={multirank_p50(wcomm, args.rounds, extra):.2f}",
+              flush=True)
+    print("# the same run: bench/collectives_vs_gloo.py", flush=True)
+    subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "collectives_vs_gloo.py"),
+                    "--rounds", str(args.rounds), "--build", args.build], check=True)
+
+
+if __name__ == "__main__":
+    main()
