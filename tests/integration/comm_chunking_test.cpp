@@ -17,7 +17,7 @@
 namespace wcomm::testing {
 namespace {
 
-CommConfig tcp_config(std::uint64_t chunk_bytes = 64 << 10) {
+CommConfig chunked_tcp_config(std::uint64_t chunk_bytes = 64 << 10) {
   CommConfig c;
   c.transport = "tcp";
   c.chunk_bytes = chunk_bytes;
@@ -26,7 +26,7 @@ CommConfig tcp_config(std::uint64_t chunk_bytes = 64 << 10) {
 
 // A slow "link": the egress scheduler caps node-a at `rate` bytes/s.
 CommConfig slow_sender(double rate, std::uint64_t chunk_bytes = 64 << 10) {
-  CommConfig c = tcp_config(chunk_bytes);
+  CommConfig c = chunked_tcp_config(chunk_bytes);
   c.egress_quantum_bytes = 32 << 10;
   c.egress_burst_bytes = 32 << 10;
   c.egress_rate_bytes_per_second = rate;
@@ -41,7 +41,7 @@ Tensor pattern_tensor(std::size_t n, std::uint32_t seed) {
 }
 
 TEST(CommChunking, ALargeMessageGoesInChunksStraightIntoTheDestination) {
-  auto p = make_pair(tcp_config(16 << 10), tcp_config(16 << 10));
+  auto p = make_pair(chunked_tcp_config(16 << 10), chunked_tcp_config(16 << 10));
   Tensor sent = pattern_tensor(1 << 20, 7);
   Tensor into = Tensor::zeros(DType::kUInt8, {1 << 20});
   auto recv = p.b->recv_into(p.b->peer("node-a"), {into}, {.tag = 3});
@@ -59,7 +59,7 @@ TEST(CommChunking, ALargeMessageGoesInChunksStraightIntoTheDestination) {
 TEST(CommChunking, OnOneHostChunksAreAtLeastSixteenMiB) {
   for (const char* transport : {"shm", "unix", "tcp"}) {
     SCOPED_TRACE(transport);
-    CommConfig c = tcp_config(256 << 10);
+    CommConfig c = chunked_tcp_config(256 << 10);
     c.transport = transport;
     auto p = make_pair(c, c);
     Tensor sent = pattern_tensor(40 << 20, 11);
@@ -80,7 +80,7 @@ TEST(CommChunking, ASmallMessageOvertakesABulkTransferOnAnotherTag) {
   // 4 MiB at 8 MiB/s take about half a second; the small message must not wait for them.
   for (bool chunked : {true, false}) {
     SCOPED_TRACE(chunked ? "chunked" : "unchunked");
-    auto p = make_pair(slow_sender(8 << 20, chunked ? 64 << 10 : 0), tcp_config());
+    auto p = make_pair(slow_sender(8 << 20, chunked ? 64 << 10 : 0), chunked_tcp_config());
     Tensor bulk = pattern_tensor(4 << 20, 1);
     auto start = std::chrono::steady_clock::now();
     auto big = p.a->send(bulk, p.a->peer("node-b"), {}, {.tag = 1});
@@ -101,7 +101,7 @@ TEST(CommChunking, ASmallMessageOvertakesABulkTransferOnAnotherTag) {
 }
 
 TEST(CommChunking, ExplicitBulkPriorityWaitsBehindTheTransferUnderWay) {
-  auto p = make_pair(slow_sender(8 << 20), tcp_config());
+  auto p = make_pair(slow_sender(8 << 20), chunked_tcp_config());
   Tensor bulk = pattern_tensor(4 << 20, 2);
   auto start = std::chrono::steady_clock::now();
   auto big = p.a->send(bulk, p.a->peer("node-b"), {}, {.tag = 1});
@@ -115,7 +115,7 @@ TEST(CommChunking, ExplicitBulkPriorityWaitsBehindTheTransferUnderWay) {
 }
 
 TEST(CommChunking, PerTagOrderIsKeptAcrossSizesAndTags) {
-  auto p = make_pair(tcp_config(4096), tcp_config(4096));
+  auto p = make_pair(chunked_tcp_config(4096), chunked_tcp_config(4096));
   constexpr int kPerTag = 30;
   std::vector<Future<SendResult>> sends;
   for (int i = 0; i < kPerTag; ++i)
@@ -150,7 +150,7 @@ Control raw_handshake(RawClient& raw, std::vector<std::string> features) {
 }
 
 TEST(CommChunking, AV01PeerNeverSeesChunks) {
-  auto p = make_pair(tcp_config(4096), tcp_config(4096));
+  auto p = make_pair(chunked_tcp_config(4096), chunked_tcp_config(4096));
   RawClient raw(p.b->port());
   Control ack = raw_handshake(raw, {});  // V0.1: no features
   EXPECT_TRUE(ack.features.empty());
@@ -171,15 +171,15 @@ TEST(CommChunking, AV01PeerNeverSeesChunks) {
 }
 
 TEST(CommChunking, AWcommPeerOffersChunksAndZstd) {
-  auto p = make_pair(tcp_config(), tcp_config());
+  auto p = make_pair(chunked_tcp_config(), chunked_tcp_config());
   RawClient raw(p.b->port());
   Control ack = raw_handshake(raw, {"incarnation=000000000000000c", "chunks", "zstd"});
   EXPECT_NE(std::find(ack.features.begin(), ack.features.end(), "chunks"), ack.features.end());
   // (A build without zstd never offers it: WCOMM_WITH_ZSTD.)
   EXPECT_EQ(std::find(ack.features.begin(), ack.features.end(), "zstd") != ack.features.end(), wcomm::testing::kHaveZstd);
-  CommConfig off = tcp_config(0);
+  CommConfig off = chunked_tcp_config(0);
   off.compression = "off";
-  auto q = make_pair(tcp_config(), off);
+  auto q = make_pair(chunked_tcp_config(), off);
   RawClient raw_q(q.b->port());
   Control plain = raw_handshake(raw_q, {"incarnation=000000000000000d", "chunks", "zstd"});
   EXPECT_EQ(std::find(plain.features.begin(), plain.features.end(), "chunks"), plain.features.end());
@@ -207,7 +207,7 @@ std::vector<std::uint8_t> chunked_head(const Value& v, std::uint32_t tag, std::u
 }
 
 TEST(CommChunking, ChunksFromAHandMadePeerAreReassembled) {
-  auto p = make_pair(tcp_config(), tcp_config());
+  auto p = make_pair(chunked_tcp_config(), chunked_tcp_config());
   RawClient raw(p.b->port());
   raw_handshake(raw, {"incarnation=000000000000000e", "chunks"});
   Tensor t = pattern_tensor(3000, 4);
@@ -257,7 +257,7 @@ TEST(CommChunking, BadChunksEndTheConnection) {
   };
   for (const auto& c : cases) {
     SCOPED_TRACE(c.what);
-    auto p = make_pair(tcp_config(), tcp_config());
+    auto p = make_pair(chunked_tcp_config(), chunked_tcp_config());
     auto waiting = p.b->recv(p.b->peer("node-a"), {.tag = 9});
     RawClient raw(p.b->port());
     auto features = c.features;
@@ -273,7 +273,7 @@ TEST(CommChunking, BadChunksEndTheConnection) {
 }
 
 TEST(CommChunking, ACancelledChunkedSendDropsItsConnectionAndLaterSendsGoOnANewOne) {
-  auto p = make_pair(slow_sender(4 << 20), tcp_config());
+  auto p = make_pair(slow_sender(4 << 20), chunked_tcp_config());
   Tensor bulk = pattern_tensor(4 << 20, 6);
   auto big = p.a->send(bulk, p.a->peer("node-b"), {}, {.tag = 1});
   std::this_thread::sleep_for(100ms);
@@ -301,7 +301,7 @@ Fan make_fan(CommConfig hub_config, int leaves) {
   }
   Fan fan;
   fan.hub = Comm::create({peers[0], {peers.begin() + 1, peers.end()}, "127.0.0.1", hub_config});
-  for (int i = 1; i <= leaves; ++i) fan.leaves.push_back(Comm::create({peers[i], {peers[0]}, "127.0.0.1", tcp_config()}));
+  for (int i = 1; i <= leaves; ++i) fan.leaves.push_back(Comm::create({peers[i], {peers[0]}, "127.0.0.1", chunked_tcp_config()}));
   return fan;
 }
 
@@ -363,7 +363,7 @@ TEST(CommEgressScheduler, ACapOnBulkFlowsServesThemOneAfterTheOther) {
 // that asks for compression is refused with what to install, and nothing is sent.
 TEST(CommCompression, WithoutZstdASendThatAsksForItIsRefusedSayingHowToGetIt) {
   if (wcomm::testing::kHaveZstd) GTEST_SKIP() << "this build has zstd (WCOMM_WITH_ZSTD=ON)";
-  auto p = make_pair(tcp_config(), tcp_config());
+  auto p = make_pair(chunked_tcp_config(), chunked_tcp_config());
   auto sent = p.a->send(Bytes(std::string(1 << 16, 'x')), p.a->peer("node-b"), {}, {.compress = Compression::kOn});
   const auto& r = sent.wait();
   ASSERT_FALSE(r.ok());
@@ -377,7 +377,7 @@ TEST(CommCompression, WithoutZstdASendThatAsksForItIsRefusedSayingHowToGetIt) {
 
 TEST(CommCompression, ACompressibleTensorOnASlowLinkIsCompressed) {
   WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
-  auto p = make_pair(slow_sender(4 << 20), tcp_config());
+  auto p = make_pair(slow_sender(4 << 20), chunked_tcp_config());
   Tensor t = Tensor::zeros(DType::kFloat32, {1 << 20});  // 4 MiB, mostly zeros
   for (int i = 0; i < (1 << 20); i += 97) t.data_as<float>()[i] = static_cast<float>(i);
   auto start = std::chrono::steady_clock::now();
@@ -394,7 +394,7 @@ TEST(CommCompression, ACompressibleTensorOnASlowLinkIsCompressed) {
 
 TEST(CommCompression, RandomDataIsOnlySampledAndOptOutIsNeverCompressed) {
   WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
-  auto p = make_pair(slow_sender(8 << 20), tcp_config());
+  auto p = make_pair(slow_sender(8 << 20), chunked_tcp_config());
   Tensor noise = pattern_tensor(2 << 20, 11);
   wait_value(p.a->send(noise, p.a->peer("node-b")));
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value(noise));
@@ -410,7 +410,7 @@ TEST(CommCompression, RandomDataIsOnlySampledAndOptOutIsNeverCompressed) {
 
 TEST(CommCompression, AFastLinkIsNotCompressedUnlessAMessageOptsIn) {
   WCOMM_SKIP_WITHOUT(wcomm::testing::kHaveZstd, "WCOMM_WITH_ZSTD");
-  auto p = make_pair(tcp_config(), tcp_config());  // loopback: faster than the compressor
+  auto p = make_pair(chunked_tcp_config(), chunked_tcp_config());  // loopback: faster than the compressor
   Tensor zeros = Tensor::zeros(DType::kUInt8, {8 << 20});
   for (int i = 0; i < 3; ++i) {
     wait_value(p.a->send(zeros, p.a->peer("node-b")));
@@ -475,9 +475,9 @@ TEST(CommNotsentLowat, BoundsTheBytesTheKernelHoldsUnsent) {
   if (std::system("ss -V >/dev/null 2>&1") != 0) GTEST_SKIP() << "no ss (iproute2)";
   std::uint64_t unsent[2] = {0, 0};
   for (int bounded = 0; bounded < 2; ++bounded) {
-    CommConfig c = tcp_config();
+    CommConfig c = chunked_tcp_config();
     c.tcp_notsent_lowat_bytes = bounded ? 16 << 10 : 0;
-    auto p = make_pair(tcp_config(), c);
+    auto p = make_pair(chunked_tcp_config(), c);
     RawClient raw(p.b->port());  // node-a by hand, which never reads
     raw_handshake(raw, {"incarnation=0000000000000011"});
     auto sent = p.b->send(Tensor::zeros(DType::kUInt8, {16 << 20}), p.b->peer("node-a"), {},

@@ -15,29 +15,29 @@ using namespace wcomm;
 using namespace wcomm::testing;
 
 // A node that starts knowing nobody (TCP on loopback, tcp only: every peer dials the port).
-std::shared_ptr<Comm> lone(const std::string& name, CommConfig config = {}) {
+std::shared_ptr<Comm> node_knowing_nobody(const std::string& name, CommConfig config = {}) {
   config.transport = "tcp";
   config.connect_timeout_s = 2;
   return Comm::create({{name, "127.0.0.1", 0}, {}, "127.0.0.1", config});
 }
 
-Peer as_peer(const Comm& comm) { return {comm.local().node_id, "127.0.0.1", comm.port()}; }
+Peer reach_of(const Comm& comm) { return {comm.local().node_id, "127.0.0.1", comm.port()}; }
 
-std::string text_of(const Received& r) { return std::string(r.value.as<std::string>()); }
+std::string text_received(const Received& r) { return std::string(r.value.as<std::string>()); }
 
-void exchange(Comm& a, const Peer& b_at_a, Comm& b, const Peer& a_at_b, const std::string& what) {
+void exchange_both_ways(Comm& a, const Peer& b_at_a, Comm& b, const Peer& a_at_b, const std::string& what) {
   wait_value(a.send(what + " a->b", b_at_a));
-  EXPECT_EQ(text_of(wait_value(b.recv(a_at_b))), what + " a->b");
+  EXPECT_EQ(text_received(wait_value(b.recv(a_at_b))), what + " a->b");
   wait_value(b.send(what + " b->a", a_at_b));
-  EXPECT_EQ(text_of(wait_value(a.recv(b_at_a))), what + " b->a");
+  EXPECT_EQ(text_received(wait_value(a.recv(b_at_a))), what + " b->a");
 }
 
 TEST(CommDynamicPeers, TwoNodesThatKnewNobodyJoinAndExchange) {
-  auto a = lone("node-a"), b = lone("node-b");
+  auto a = node_knowing_nobody("node-a"), b = node_knowing_nobody("node-b");
   EXPECT_TRUE(a->peers().empty());
-  const Peer& b_at_a = a->add_peer(as_peer(*b));
-  const Peer& a_at_b = b->add_peer(as_peer(*a));
-  exchange(*a, b_at_a, *b, a_at_b, "joined");
+  const Peer& b_at_a = a->add_peer(reach_of(*b));
+  const Peer& a_at_b = b->add_peer(reach_of(*a));
+  exchange_both_ways(*a, b_at_a, *b, a_at_b, "joined");
   ASSERT_EQ(a->peers().size(), 1u);
   EXPECT_EQ(a->peers()[0].node_id, "node-b");
   EXPECT_EQ(&a->peer("node-b"), &b_at_a);
@@ -45,14 +45,14 @@ TEST(CommDynamicPeers, TwoNodesThatKnewNobodyJoinAndExchange) {
 }
 
 TEST(CommDynamicPeers, AddPeerRefusesWhatCreateRefuses) {
-  auto a = lone("node-a"), b = lone("node-b");
+  auto a = node_knowing_nobody("node-a"), b = node_knowing_nobody("node-b");
   EXPECT_THROW(a->add_peer({"", "127.0.0.1", 9}), InvalidArgumentError);
   EXPECT_THROW(a->add_peer({"node-a", "127.0.0.1", 9}), InvalidArgumentError);  // itself
   EXPECT_THROW(a->add_peer({"node-c", "127.0.0.1", 0}), InvalidArgumentError);  // no port
   EXPECT_THROW(a->add_peer({"node-c"}), InvalidArgumentError);                  // no address
-  a->add_peer(as_peer(*b));
+  a->add_peer(reach_of(*b));
   try {
-    a->add_peer(as_peer(*b));
+    a->add_peer(reach_of(*b));
     FAIL() << "a second node-b was added";
   } catch (const InvalidArgumentError& e) {
     EXPECT_NE(std::string(e.what()).find("there already"), std::string::npos) << e.what();
@@ -63,10 +63,10 @@ TEST(CommDynamicPeers, AddPeerRefusesWhatCreateRefuses) {
 }
 
 TEST(CommDynamicPeers, ALeavingPeersPendingOperationsFailWithTheReason) {
-  auto a = lone("node-a"), b = lone("node-b");
-  const Peer& b_at_a = a->add_peer(as_peer(*b));
-  const Peer& a_at_b = b->add_peer(as_peer(*a));
-  exchange(*a, b_at_a, *b, a_at_b, "before");
+  auto a = node_knowing_nobody("node-a"), b = node_knowing_nobody("node-b");
+  const Peer& b_at_a = a->add_peer(reach_of(*b));
+  const Peer& a_at_b = b->add_peer(reach_of(*a));
+  exchange_both_ways(*a, b_at_a, *b, a_at_b, "before");
   auto pending = a->recv(b_at_a, {.tag = 7});
   EXPECT_TRUE(a->remove_peer("node-b", "scaled down"));
   const Result<Received> r = wait_result(pending);
@@ -86,40 +86,40 @@ TEST(CommDynamicPeers, ALeavingPeersPendingOperationsFailWithTheReason) {
 }
 
 TEST(CommDynamicPeers, APeerRemovedAndAddedAgainIsANewSession) {
-  auto a = lone("node-a"), b = lone("node-b");
-  const Peer& b_at_a = a->add_peer(as_peer(*b));
-  const Peer& a_at_b = b->add_peer(as_peer(*a));
-  exchange(*a, b_at_a, *b, a_at_b, "first");
+  auto a = node_knowing_nobody("node-a"), b = node_knowing_nobody("node-b");
+  const Peer& b_at_a = a->add_peer(reach_of(*b));
+  const Peer& a_at_b = b->add_peer(reach_of(*a));
+  exchange_both_ways(*a, b_at_a, *b, a_at_b, "first");
   ASSERT_TRUE(a->remove_peer("node-b"));
-  const Peer& b_again = a->add_peer(as_peer(*b));
+  const Peer& b_again = a->add_peer(reach_of(*b));
   EXPECT_NE(&b_again, &b_at_a);  // a new entry; the old reference stays valid
-  exchange(*a, b_again, *b, a_at_b, "second");
+  exchange_both_ways(*a, b_again, *b, a_at_b, "second");
 }
 
 TEST(CommDynamicPeers, ANewProcessUnderTheSameNameTakesTheOldOnesPlace) {
-  auto a = lone("node-a");
-  auto b1 = lone("node-b");
-  const Peer& a_at_b1 = b1->add_peer(as_peer(*a));
-  exchange(*a, a->add_peer(as_peer(*b1)), *b1, a_at_b1, "old");
+  auto a = node_knowing_nobody("node-a");
+  auto b1 = node_knowing_nobody("node-b");
+  const Peer& a_at_b1 = b1->add_peer(reach_of(*a));
+  exchange_both_ways(*a, a->add_peer(reach_of(*b1)), *b1, a_at_b1, "old");
   b1->close();
-  auto b2 = lone("node-b");  // a new incarnation, on another port
+  auto b2 = node_knowing_nobody("node-b");  // a new incarnation, on another port
   ASSERT_TRUE(a->remove_peer("node-b", "replaced"));
-  const Peer& a_at_b2 = b2->add_peer(as_peer(*a));
-  exchange(*a, a->add_peer(as_peer(*b2)), *b2, a_at_b2, "new");
+  const Peer& a_at_b2 = b2->add_peer(reach_of(*a));
+  exchange_both_ways(*a, a->add_peer(reach_of(*b2)), *b2, a_at_b2, "new");
 }
 
 TEST(CommDynamicPeers, ChangesRaceTrafficToOtherPeers) {
   // One thread streams to node-b while another adds and removes node-c again and again: the
   // directory is read without a lock (TSan checks the publication), and no message is lost.
-  auto a = lone("node-a"), b = lone("node-b"), c = lone("node-c");
-  const Peer& b_at_a = a->add_peer(as_peer(*b));
-  const Peer& a_at_b = b->add_peer(as_peer(*a));
+  auto a = node_knowing_nobody("node-a"), b = node_knowing_nobody("node-b"), c = node_knowing_nobody("node-c");
+  const Peer& b_at_a = a->add_peer(reach_of(*b));
+  const Peer& a_at_b = b->add_peer(reach_of(*a));
   constexpr int kMessages = 300;
   std::thread sender([&] {
     for (int i = 0; i < kMessages; ++i) wait_value(a->send(static_cast<std::int64_t>(i), b_at_a));
   });
   for (int round = 0; round < 50; ++round) {
-    a->add_peer(as_peer(*c));
+    a->add_peer(reach_of(*c));
     EXPECT_TRUE(a->remove_peer("node-c"));
   }
   for (int i = 0; i < kMessages; ++i) EXPECT_EQ(wait_value(b->recv(a_at_b)).value.as<std::int64_t>(), i);

@@ -14,7 +14,7 @@ namespace {
 
 using namespace wcomm;
 
-CommSpec lone_node(CommConfig config) {
+CommSpec spec_without_peers(CommConfig config) {
   CommSpec spec;
   spec.local = {"node-a", "127.0.0.1", 0};
   spec.comm = std::move(config);
@@ -26,7 +26,7 @@ TEST(OptionalFeatures, WithoutTlsATlsConfigFailsAtCreateSayingHowToGetIt) {
   CommConfig config;
   config.tls = {"node.crt", "node.key", "ca.crt"};  // (never read: there is no TLS to read them)
   try {
-    (void)Comm::create(lone_node(config));
+    (void)Comm::create(spec_without_peers(config));
     FAIL() << "a TLS config was accepted by a build without TLS";
   } catch (const InvalidArgumentError& e) {
     const std::string message = e.what();
@@ -37,7 +37,7 @@ TEST(OptionalFeatures, WithoutTlsATlsConfigFailsAtCreateSayingHowToGetIt) {
 
 TEST(OptionalFeatures, WithoutUcxAUcxAddressFailsSayingHowToGetIt) {
   if (wcomm::testing::kHaveUcx) GTEST_SKIP() << "this build has UCX (WCOMM_WITH_UCX=ON)";
-  CommSpec spec = lone_node({});
+  CommSpec spec = spec_without_peers({});
   spec.local.addresses = {Address::parse("ucx://127.0.0.1:" + std::to_string(wcomm::testing::ReservedPort().port()))};
   try {
     (void)Comm::create(spec);
