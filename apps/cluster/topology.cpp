@@ -148,7 +148,9 @@ void read_benchmark(const Checker& c, const YAML::Node& b, ClusterTopology& t) {
   }
   t.settings_json = s.to_json();
   if (integer_timeout) t.settings_json["timeout"] = static_cast<std::int64_t>(s.timeout);
-  if (s.v01_compatible())
+  // A V0.1 file (none of wcomm's keys named) reports V0.1's eight settings only, whatever
+  // wcomm's defaults are.
+  if (!b["reduce"] && !b["dtype"] && !b["algorithm"])
     for (const char* key : {"reduce", "dtype", "algorithm"}) t.settings_json.erase(key);
 }
 
