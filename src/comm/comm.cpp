@@ -138,10 +138,12 @@ std::vector<Peer> Comm::peers() const {
 const Peer& Comm::add_peer(Peer peer) {
   if (impl_->closed.load()) throw ClosedError("add_peer: the Comm is closed");
   check_peer(*impl_, peer);
+  const std::string node_id = peer.node_id;
   auto state = std::make_unique<PeerState>(*impl_, std::move(peer));
   const Peer& added = state->peer();
+  // (Refused, the state is dropped with `added`: the message names node_id, a copy.)
   if (!impl_->peers.add(std::move(state)))
-    throw InvalidArgumentError("add_peer: peer '" + added.node_id + "' is there already (remove_peer it first)");
+    throw InvalidArgumentError("add_peer: peer '" + node_id + "' is there already (remove_peer it first)");
   return added;
 }
 
