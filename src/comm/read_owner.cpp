@@ -79,17 +79,24 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Awaited* until, Later& la
 // ---- the loop's side --------------------------------------------------------------------
 
 void ReadOwner::start(std::weak_ptr<void> life) {
-  life_ = std::move(life);
+  {
+    // (Under mu_: a caller's thread may read this connection already, as soon as its peer has
+    // it, and reads life_ when it lets go; TSan, CI at 928c27c.)
+    std::lock_guard lock(mu_);
+    life_ = std::move(life);
+  }
   read_from_loop();
 }
 
 void ReadOwner::resume() {
+  std::weak_ptr<void> life;
   {
     std::lock_guard lock(mu_);
     if (!paused_) return;
     paused_ = false;
+    life = life_;
   }
-  impl_.post([this, life = life_] {
+  impl_.post([this, life] {
     if (auto keep = life.lock()) read_from_loop();
   });
 }
@@ -241,8 +248,10 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
   const bool others_waiting = sink_.others_waiting(own_waiting);
   bool closing, requested;
   std::optional<Error> reason;
+  std::weak_ptr<void> life;
   {
     std::lock_guard lock(mu_);
+    life = life_;
     owner_ = Owner::kNone;
     if (failed_here) failed_ = true;  // the loop reports it
     closing = closing_;
@@ -258,7 +267,7 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
   // The loop may be standing down; it must look now if it has something to do: close the
   // stream, report a failure, or read for other waiters (who would otherwise wait for its timer).
   if (!closing && !failed_here && !others_waiting && !requested) return;
-  impl_.post([this, life = life_, closing] {
+  impl_.post([this, life, closing] {
     auto keep = life.lock();
     if (!keep) return;
     if (closing) return connection_.close();

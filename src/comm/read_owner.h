@@ -151,7 +151,7 @@ class ReadOwner {
   std::chrono::milliseconds stand_down_period_{1};
   std::uint64_t stand_down_generation_ = 0;
   std::atomic<bool> standing_down_{false};
-  std::weak_ptr<void> life_;
+  std::weak_ptr<void> life_;  // set by start (under mu_: callers may read it from then on)
 };
 
 }  // namespace wcomm
