@@ -80,7 +80,9 @@ TEST(CommDynamicPeers, ALeavingPeersPendingOperationsFailWithTheReason) {
   EXPECT_NE(again.error().message.find("unknown peer 'node-b'"), std::string::npos) << again.error().message;
   EXPECT_THROW(a->peer("node-b"), std::out_of_range);
   EXPECT_TRUE(a->peers().empty());
-  // node-b still knows node-a, whose door is now shut to it: its sends fail (not hang).
+  // node-b still knows node-a, whose door is now shut to it: its sends fail (not hang). The
+  // contract is the send's own 3 s timeout (or the refused handshake, sooner); 20 s is only
+  // the test's guard against a hang.
   const Result<SendResult> refused = wait_result(b->send("knock", a_at_b, {}, {.timeout = Seconds(3), .ack = true}), 20s);
   EXPECT_FALSE(refused.ok());
 }

@@ -51,6 +51,8 @@ TEST(TcpBackend, AnAckWithoutFollowsFailsTheReadInsteadOfCompletingIt) {
   ASSERT_TRUE(h.ok()) << h.error().message;
 
   // Play agent b: take the request, then accept it without saying whether the bytes follow.
+  // (The 10 s timeouts below only keep a broken build from hanging: on loopback each step takes
+  // milliseconds, and no assertion depends on how long one takes.)
   const Peer& node_a = comms.b->peer("node-a");
   Received request = comms.b->recv(node_a, {.tag = kRequestTag, .timeout = 10s}).get();
   const Value* id = request.value.as<Dict>().find("id");
