@@ -173,5 +173,24 @@ TEST(CommTls, ConfigurationMistakesAreNamed) {
   EXPECT_THROW(transport::TlsContext::load(mismatched), InvalidArgumentError);
 }
 
+// Joins with TLS instead of a cluster key (issue 29): the certificate must name the node that
+// joins. An impostor named node-c showing node-b's certificate is refused and not added;
+// node-b with its own joins.
+TEST(CommTls, ANodeJoinsWithACertificateForItsNameAndAnImpostorDoesNot) {
+  Certs certs;
+  CommConfig host_config = tls(certs.config("ca1", "node-a"), 20);
+  host_config.accept_unknown_peers = true;
+  auto host = Comm::create({{"node-a", "127.0.0.1", 0}, {}, "127.0.0.1", host_config});
+  const Peer host_at{"node-a", "127.0.0.1", host->port()};
+  auto impostor = Comm::create({{"node-c", "127.0.0.1", 0}, {host_at}, "127.0.0.1", tls(certs.config("ca1", "node-b"))});
+  // Refused at the handshake, within the send's own 3 s (20 s only guards against a hang).
+  EXPECT_FALSE(wait_result(impostor->send(Value(1), impostor->peer("node-a"), {}, {.timeout = Seconds(3), .ack = true}), 20s).ok());
+  EXPECT_TRUE(host->peers().empty());
+  auto b = Comm::create({{"node-b", "127.0.0.1", 0}, {host_at}, "127.0.0.1", tls(certs.config("ca1", "node-b"), 20)});
+  ASSERT_TRUE(wait_result(b->send(Value(std::string("hi")), b->peer("node-a"), {}, {.ack = true}), 20s).ok());
+  ASSERT_EQ(host->peers().size(), 1u);
+  EXPECT_EQ(wait_value(host->recv(host->peer("node-b")), 20s).value.as<std::string>(), "hi");
+}
+
 }  // namespace
 }  // namespace wcomm::testing
