@@ -2,6 +2,8 @@
 // pipe to hand a port number from the listening process to its forked peer.
 #pragma once
 
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -46,6 +48,20 @@ inline void print_rtt_json(const char* what, std::size_t payload_bytes, const st
 [[noreturn]] inline void die(const std::string& message) {
   std::fprintf(stderr, "%s\n", message.c_str());
   std::exit(1);
+}
+
+// A loopback port free now (bound and let go): good enough for a benchmark.
+inline std::uint16_t free_port() {
+  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
+  sockaddr_in a{};
+  a.sin_family = AF_INET;
+  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  socklen_t len = sizeof a;
+  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 ||
+      ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
+    die("cannot find a free loopback port");
+  ::close(fd);
+  return ntohs(a.sin_port);
 }
 
 // Writes / reads one 16-bit value through a pipe (the listener's port, from parent to child).

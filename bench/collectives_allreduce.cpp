@@ -16,20 +16,9 @@
 
 using namespace wcomm;
 using wcomm::bench_programs::Clock;
+using wcomm::bench_programs::free_port;
 
 namespace {
-
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  ::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a);
-  socklen_t len = sizeof a;
-  ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len);
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 double p50(std::vector<double> v) { return wcomm::bench_programs::percentile(std::move(v), 50); }
 

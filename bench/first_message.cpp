@@ -4,9 +4,6 @@
 // Comms in this process and times from just before add_peer (or send) to the send's ack: the
 // dial, the handshake, the message and its acknowledgement. The three kinds take turns.
 //   first_message [ROUNDS=200] [TRANSPORT=tcp]
-#include <netinet/in.h>
-#include <sys/socket.h>
-
 #include <cstdio>
 #include <map>
 #include <string>
@@ -21,19 +18,6 @@ using namespace wcomm;
 using namespace wcomm::bench_programs;
 
 namespace {
-
-// A port free now (bound and let go): good enough for a benchmark on loopback.
-std::uint16_t free_port() {
-  int fd = ::socket(AF_INET, SOCK_STREAM, 0);
-  sockaddr_in a{};
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  socklen_t len = sizeof a;
-  if (::bind(fd, reinterpret_cast<sockaddr*>(&a), sizeof a) != 0 || ::getsockname(fd, reinterpret_cast<sockaddr*>(&a), &len) != 0)
-    die("cannot find a free port");
-  ::close(fd);
-  return ntohs(a.sin_port);
-}
 
 double one_round(const std::string& kind, const std::string& transport) {
   CommConfig config;

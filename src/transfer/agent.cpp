@@ -11,6 +11,7 @@
 #include <atomic>
 #include <map>
 #include <mutex>
+#include <shared_mutex>
 #include <thread>
 #include <unordered_map>
 
@@ -39,6 +40,36 @@ std::string describe(const Desc& d) {
   return text;
 }
 
+// Where transfers' outcomes are published and waited for. A user who sees an outcome may
+// destroy the agent at once, while the thread that published it is still on its way out, and
+// a notification's send may complete after the agent is gone: so this lives apart, shared
+// with those callbacks, and closing it (exclusive) waits for publishers (shared) in progress
+// and stops later ones.
+struct Outcomes {
+  std::shared_mutex gate;
+  bool closed = false;  // under gate
+  std::mutex wait_mu;
+  std::condition_variable wait_cv;
+  std::atomic<int> waiters{0};
+
+  // gate held shared, not closed. Wakes wait()ers only when there are any (no futex call per
+  // transfer for pollers).
+  void publish_locked(Transfer& t, XferState state, std::string why = {}) {
+    if (!t.finish(state, std::move(why))) return;
+    if (waiters.load() == 0) return;
+    { std::lock_guard lock(wait_mu); }  // a waiter between its check and its sleep sees the state
+    wait_cv.notify_all();
+  }
+  void publish(Transfer& t, XferState state, std::string why = {}) {
+    std::shared_lock publishing(gate);
+    if (!closed) publish_locked(t, state, std::move(why));
+  }
+  void close() {
+    std::unique_lock closing(gate);
+    closed = true;
+  }
+};
+
 class AgentImpl final : public Agent {
  public:
   explicit AgentImpl(AgentConfig config) : config_(std::move(config)), generation_(new_generation()) {
@@ -64,6 +95,7 @@ class AgentImpl final : public Agent {
   }
 
   ~AgentImpl() override {
+    outcomes_->close();  // after the publishers in progress; later ones publish nothing
     if (notify_) notify_->close();
     // Remotes hold backend state (ucx endpoints and rkeys) that must go before the backends.
     {
@@ -317,10 +349,10 @@ class AgentImpl final : public Agent {
     using Clock = std::chrono::steady_clock;
     const auto until = std::min(t->deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout));
     {
-      std::unique_lock lock(wait_mu_);
-      ++waiters_;
-      wait_cv_.wait_until(lock, until, [&] { return t->state() != XferState::kPending; });
-      --waiters_;
+      std::unique_lock lock(outcomes_->wait_mu);
+      ++outcomes_->waiters;
+      outcomes_->wait_cv.wait_until(lock, until, [&] { return t->state() != XferState::kPending; });
+      --outcomes_->waiters;
     }
     return poll(handle);
   }
@@ -432,22 +464,23 @@ class AgentImpl final : public Agent {
     return it == transfers_.end() ? nullptr : it->second;
   }
 
+  // Backend threads. The agent is not destroyed while this runs (Outcomes' gate); what the
+  // notification's send needs is copied out of it first, its callback holds only Outcomes.
   void on_backend_done(const std::shared_ptr<Transfer>& t, Status s) {
-    if (!s) return finish(*t, XferState::kError, s.error().message);
-    if (t->notification.empty() || !notify_) return finish(*t, XferState::kDone);
-    notify_->send(t->peer->meta.comm_node, config_.name, t->notification, [this, t](Status sent) {
-      if (sent) finish(*t, XferState::kDone);
-      else finish(*t, XferState::kError, "the bytes arrived but the notification could not be sent: " + sent.error().message);
+    std::shared_ptr<NotifyChannel> notify;
+    std::string from;
+    {
+      std::shared_lock publishing(outcomes_->gate);
+      if (outcomes_->closed) return;
+      if (!s) return outcomes_->publish_locked(*t, XferState::kError, s.error().message);
+      if (t->notification.empty() || !notify_) return outcomes_->publish_locked(*t, XferState::kDone);
+      notify = notify_;
+      from = config_.name;
+    }
+    notify->send(t->peer->meta.comm_node, from, t->notification, [outcomes = outcomes_, t](Status sent) {
+      if (sent) outcomes->publish(*t, XferState::kDone);
+      else outcomes->publish(*t, XferState::kError, "the bytes arrived but the notification could not be sent: " + sent.error().message);
     });
-  }
-
-  // Sets the outcome and wakes wait()ers (only when there are any: no futex call per
-  // transfer for pollers).
-  void finish(Transfer& t, XferState state, std::string why = {}) {
-    if (!t.finish(state, std::move(why))) return;
-    if (waiters_.load() == 0) return;
-    { std::lock_guard lock(wait_mu_); }  // a waiter between its check and its sleep sees the state
-    wait_cv_.notify_all();
   }
 
   AgentConfig config_;
@@ -464,9 +497,7 @@ class AgentImpl final : public Agent {
   std::mutex transfers_mu_;
   std::unordered_map<std::uint64_t, std::shared_ptr<Transfer>> transfers_;
   std::atomic<std::uint64_t> next_id_{1};
-  std::mutex wait_mu_;
-  std::condition_variable wait_cv_;
-  std::atomic<int> waiters_{0};
+  const std::shared_ptr<Outcomes> outcomes_ = std::make_shared<Outcomes>();
 };
 
 }  // namespace
