@@ -199,7 +199,7 @@ class nixl_agent:
             raise nixlBind.nixlNotFoundError(f"backend {backend!r} is not available here: {why}")
         if backend in self.backends:
             raise nixlBind.nixlInvalidParamError(f"backend {backend!r} was already created")
-        params = dict(_backends.PARAMS)
+        params = dict(_backends.PARAMS, timeout_s=repr(self._conf.timeout))
         for k, v in (initParams or {}).items():
             if k in params:
                 params[k] = str(v)
@@ -563,7 +563,7 @@ class nixl_agent:
     def _release_xfer(self, h: nixl_xfer_handle) -> None:
         if h.eh is not None and self._engine is not None:
             self._engine.release(h.eh)
-        h.eh = None
+        h.eh, h.done = None, False
 
     def release_xfer_handle(self, handle: nixl_xfer_handle) -> None:
         if handle._agent is not self:
