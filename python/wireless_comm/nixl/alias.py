@@ -11,6 +11,7 @@ from __future__ import annotations
 import importlib.machinery
 import importlib.util
 import logging
+import os
 import runpy
 import sys
 from typing import Optional
@@ -60,6 +61,7 @@ def main(argv: Optional[list] = None) -> int:
         runpy.run_module(argv[1], run_name="__main__", alter_sys=True)
     else:
         sys.argv = argv
+        sys.path.insert(0, os.path.dirname(os.path.abspath(argv[0])))  # as `python3 app.py` does
         runpy.run_path(argv[0], run_name="__main__")
     return 0
 
