@@ -66,6 +66,8 @@ def test_descriptor_lists():
         nb.nixlXferDList(nb.DRAM_SEG, [(1, 2)])
     with pytest.raises(TypeError, match="must be a tuple"):
         nb.nixlXferDList(nb.DRAM_SEG, [[1, 2, 0]])
+    with pytest.raises(TypeError, match="not str"):
+        nb.nixlXferDList(nb.DRAM_SEG, "descs")
     r = nb.nixlRegDList(nb.DRAM_SEG, [(1, 2, 0, "m")])
     assert r[0] == (1, 2, 0, b"m") and r.trim() == nb.nixlXferDList(nb.DRAM_SEG, [(1, 2, 0)])
     rows = np.array([[10, 20, 0], [30, 40, 0]], dtype=np.uint64)

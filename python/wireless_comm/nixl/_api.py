@@ -524,8 +524,6 @@ class nixl_agent:
         if handle._released or handle._agent is not self:
             self._live(handle)
         if handle.eh is None:
-            if handle.reason:
-                return "ERR"
             raise nixlBind.nixlNotPostedError(f"{handle!r} was not posted (call transfer first)")
         state, reason = self.engine.poll(handle.eh)
         if state == "pending":

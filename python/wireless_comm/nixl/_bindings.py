@@ -131,7 +131,7 @@ class _DList:
         elif isinstance(descs, list):
             self._descs = [self._check(d) for d in descs]
         else:
-            raise TypeError(f"descs must be a list of tuples, a Nx3 numpy array or a size, not {type(descs).__name__}")
+            raise TypeError(f"descs must be a list of tuples, a Nx3 numpy array or a size, not {descs.__class__.__name__}")
 
     def _blank(self) -> tuple:
         return (0, 0, 0)
