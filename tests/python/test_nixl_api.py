@@ -395,3 +395,19 @@ def test_fetch_from_nobody_is_bounded_and_reported():
     while not a.metadata_errors and time.monotonic() < deadline:
         time.sleep(0.01)
     assert "no answer from the metadata listener" in a.metadata_errors[0]
+
+
+def test_listener_survives_bad_requests():
+    import socket
+    import struct
+    from wireless_comm.nixl import _listener
+    a = agent(enable_listen_thread=True, timeout=5)
+    with socket.create_connection(("127.0.0.1", a.listen_port), timeout=5) as s:
+        s.sendall(struct.pack(">I", 0))  # an empty frame: dropped, logged
+        assert s.recv(1) == b""
+    with pytest.raises(_listener.ListenerError, match="unknown listener request"):
+        _listener.request("127.0.0.1", a.listen_port, b"Z", b"", 5)
+    with pytest.raises(_listener.ListenerError, match="bad agent metadata"):
+        _listener.request("127.0.0.1", a.listen_port, b"S", b"not metadata", 5)
+    assert _listener.request("127.0.0.1", a.listen_port, b"F", a.name.encode(), 5) == a.get_agent_metadata()
+    a.close()
