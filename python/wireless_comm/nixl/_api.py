@@ -218,6 +218,8 @@ class nixl_agent:
         log.info("Backend %s was instantiated", backend)
 
     def _check_backends(self, backends: List[str]) -> None:
+        if isinstance(backends, bool):  # older NIXL had is_sorted in this position
+            return
         for b in backends or ():
             self.backends[b]  # KeyError for one that was not created, as NIXL
 
@@ -406,7 +408,7 @@ class nixl_agent:
                 f"prep_xfer_dlist: no descriptors from a {type(xfer_list).__name__} with mem_type {mem_type!r} "
                 "(3-tuples (addr, len, dev) need 'DRAM' or 'cpu'; the reason is logged by wireless_comm.nixl)")
         _host_only(descs, "prep_xfer_dlist")
-        self._check_backends(backends if isinstance(backends, list) else [])
+        self._check_backends(backends)
         name = _name(agent_name)
         name = "" if name == "NIXL_INIT_AGENT" else name
         engine_descs = [(d[0], d[1], 0) for d in descs]  # wcomm's engines take device 0 for host memory
