@@ -74,12 +74,14 @@ struct Received {
 
 // What happened to a peer's session (Comm::on_peer_event).
 struct PeerEvent {
-  enum class Kind { kUp, kDown, kRestarted };
+  // kJoined: a peer entered the directory: add_peer (reason "added") or a node that dialed in
+  // (CommConfig::accept_unknown_peers; reason "from <where>", and kUp follows).
+  enum class Kind { kUp, kDown, kRestarted, kJoined };
   std::string node_id;
   Kind kind = Kind::kUp;
   std::string reason;  // why it went down or restarted ("" for up)
 };
-const char* peer_event_name(PeerEvent::Kind kind);  // "up", "down", "restarted"
+const char* peer_event_name(PeerEvent::Kind kind);  // "up", "down", "restarted", "joined"
 
 // Everything Comm::create needs: local node, peers, bind host, CommConfig (config.h).
 using CommSpec = NodeConfig;
@@ -219,8 +221,15 @@ class Comm {
   // Calls handler on the loop thread whenever a peer's session comes up (its first
   // connection is established), goes down (its last connection ended; the reason says why),
   // or the peer restarted (a wcomm peer came back as a new incarnation: what was in flight
-  // with the old one failed with PeerRestartedError). One handler; set it before traffic.
+  // with the old one failed with PeerRestartedError), or a peer joined the directory
+  // (add_peer, or a node that dialed in with CommConfig::accept_unknown_peers). One handler;
+  // set it before traffic.
   void on_peer_event(std::function<void(const PeerEvent&)> handler);
+  // More handlers, for parts layered on a Comm (the transfer engine arms its receives for
+  // each peer that joins): each runs on the loop thread after on_peer_event's, until
+  // unwatched. Any thread; one call may still be running when unwatch returns on another.
+  std::uint64_t watch_peer_events(std::function<void(const PeerEvent&)> handler);
+  void unwatch_peer_events(std::uint64_t id);
 
   // Fails every pending operation with ClosedError, sends CLOSE on open connections, stops
   // the loop. Idempotent; must not be called from a callback on the loop thread.

@@ -108,6 +108,17 @@ struct CommConfig {
   // TLS over TCP: `transport: auto` then never picks shared memory or Unix sockets for a peer
   // on this host (they would bypass TLS), and shm or unix are refused.
   TlsConfig tls = {};
+  // Peers that join at run time (wcomm; docs/cpp-api.md, "Peers that join and leave at run
+  // time"). With accept_unknown_peers, a HELLO from a node not in the directory adds it, at
+  // the addresses its HELLO lists (a wcomm dialer's "listen=" features), once its handshake
+  // (and cluster key proof, or TLS certificate) checks out; PeerEvent kJoined reports it.
+  // It needs cluster_key or tls, so that an impostor cannot join; without either, Comm::create
+  // refuses it unless allow_unauthenticated_joins is set and every local address is loopback
+  // or a Unix / shm name (only processes on this host can then reach it). A join past
+  // max_peers peers in the directory is refused (configured peers count too).
+  bool accept_unknown_peers = false;
+  bool allow_unauthenticated_joins = false;
+  std::uint64_t max_peers = 1024;
 
   // Throws InvalidArgumentError naming the first field whose value is not acceptable.
   void validate() const;
@@ -128,6 +139,9 @@ struct Peer {
   // The host it is reached at over the network (V0.1's host, else a tcp address's); "" for
   // a node reached only through Unix sockets (then there is no network path to diagnose).
   std::string network_host() const;
+  // A node known only by where it listens (a joining node's HELLO, an agent's metadata): its
+  // first tcp address becomes host and port (V0.1's, and what same-host names derive from).
+  static Peer at(std::string node_id, std::vector<Address> addresses);
   friend bool operator==(const Peer&, const Peer&) = default;
 };
 

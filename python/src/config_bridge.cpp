@@ -39,6 +39,9 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("chunk_bytes", c.chunk_bytes);
   fn("tcp_notsent_lowat_bytes", c.tcp_notsent_lowat_bytes);
   fn("compression", c.compression);
+  fn("accept_unknown_peers", c.accept_unknown_peers);
+  fn("allow_unauthenticated_joins", c.allow_unauthenticated_joins);
+  fn("max_peers", c.max_peers);
   fn("cluster_key", c.cluster_key);  // bytes in Python
   fn("tls_cert_file", c.tls.cert_file);  // Python's CommConfig.tls (a TlsConfig), flattened
   fn("tls_key_file", c.tls.key_file);

@@ -47,11 +47,16 @@ Peer peer_of(const py::tuple& t) {
   return Peer{t[0].cast<std::string>(), t[1].cast<std::string>(), t[2].cast<std::uint16_t>()};
 }
 
-// A C++ Comm from Python tuples, or none when local is None.
-std::shared_ptr<Comm> make_comm(const py::object& local, const py::list& peers) {
+// A C++ Comm from Python tuples, or none when local is None. With a cluster key, or asked
+// for on loopback, it accepts nodes that dial in (agents that loaded our metadata first).
+std::shared_ptr<Comm> make_comm(const py::object& local, const py::list& peers, const std::string& cluster_key,
+                                bool allow_unauthenticated_joins) {
   if (local.is_none()) return nullptr;
   CommSpec spec{.local = peer_of(local.cast<py::tuple>())};
   for (const auto& p : peers) spec.peers.push_back(peer_of(p.cast<py::tuple>()));
+  spec.comm.cluster_key = cluster_key;
+  spec.comm.accept_unknown_peers = !cluster_key.empty() || allow_unauthenticated_joins;
+  spec.comm.allow_unauthenticated_joins = allow_unauthenticated_joins;
   py::gil_scoped_release release;
   return Comm::create(std::move(spec));
 }
@@ -117,9 +122,9 @@ py::tuple status_tuple(const ItemStatus& s) {
 void register_xfer(py::module_& m) {
   py::class_<PyAgent>(m, "XferAgent")
       .def(py::init([](const std::string& name, const std::string& backend, py::object local, py::list peers,
-                       double default_timeout, unsigned cma_threads) {
+                       double default_timeout, unsigned cma_threads, py::bytes cluster_key, bool allow_unauthenticated_joins) {
              auto a = std::make_unique<PyAgent>();
-             a->comm = make_comm(local, peers);
+             a->comm = make_comm(local, peers, cluster_key, allow_unauthenticated_joins);
              AgentConfig c{.name = name, .backend = parse_backend(backend), .comm = a->comm, .cma_threads = cma_threads,
                            .default_timeout = std::chrono::duration<double>(default_timeout)};
              py::gil_scoped_release release;
@@ -127,7 +132,7 @@ void register_xfer(py::module_& m) {
              return a;
            }),
            py::arg("name"), py::arg("backend"), py::arg("local"), py::arg("peers"), py::arg("default_timeout"),
-           py::arg("cma_threads"))
+           py::arg("cma_threads"), py::arg("cluster_key") = py::bytes(), py::arg("allow_unauthenticated_joins") = false)
       .def_property_readonly("name", [](PyAgent& a) { return a.agent->name(); })
       .def_property_readonly("generation", [](PyAgent& a) { return a.agent->generation(); })
       .def("capabilities", [](PyAgent& a, const std::string& b) { return caps_dict(a.agent->capabilities(parse_backend(b))); })
@@ -192,11 +197,20 @@ void register_xfer(py::module_& m) {
         py::gil_scoped_release release;
         check(a.agent->release(XferHandle{h}));
       })
-      .def("take_notifications", [](PyAgent& a) {
-        std::vector<std::pair<std::string, std::string>> out;
-        for (const Notification& n : a.agent->take_notifications()) out.emplace_back(n.remote, n.message);
+      .def("take_notifications", [](PyAgent& a, bool raw) {
+        py::list out;
+        for (const Notification& n : a.agent->take_notifications()) {
+          if (raw) out.append(py::make_tuple(n.remote, py::bytes(n.message)));
+          else out.append(py::make_tuple(n.remote, py::reinterpret_steal<py::object>(PyUnicode_DecodeUTF8(
+                                                        n.message.data(), static_cast<py::ssize_t>(n.message.size()), "replace"))));
+        }
         return out;
-      });
+      }, py::arg("raw") = false)
+      .def("send_notification", [](PyAgent& a, const std::string& remote, py::bytes message, double timeout) {
+        std::string text = message;
+        py::gil_scoped_release release;
+        check(a.agent->send_notification(remote, text, std::chrono::duration<double>(timeout)));
+      }, py::arg("remote"), py::arg("message"), py::arg("timeout"));
 
   py::class_<SharedRegion, std::shared_ptr<SharedRegion>>(m, "XferSharedRegion")
       .def_static("create", [](const std::string& name, std::size_t n, std::size_t b) {
@@ -227,9 +241,10 @@ void register_xfer(py::module_& m) {
 
   py::class_<PyProducer>(m, "XferCacheProducer")
       .def(py::init([](py::tuple local, py::list peers, const std::string& model, const std::string& dtype,
-                       std::uint64_t block_bytes, const std::string& backend, double transfer_timeout) {
+                       std::uint64_t block_bytes, const std::string& backend, double transfer_timeout,
+                       py::bytes cluster_key, bool allow_unauthenticated_joins) {
              auto p = std::make_unique<PyProducer>();
-             p->comm = make_comm(local, peers);
+             p->comm = make_comm(local, peers, cluster_key, allow_unauthenticated_joins);
              CacheProducerConfig c{.comm = p->comm,
                                    .compat = {.model_id = model, .dtype = dtype, .block_bytes = block_bytes},
                                    .agent = {.name = "producer:" + local[0].cast<std::string>(), .backend = parse_backend(backend)},
@@ -239,7 +254,8 @@ void register_xfer(py::module_& m) {
              return p;
            }),
            py::arg("local"), py::arg("peers"), py::arg("model_id"), py::arg("dtype"), py::arg("block_bytes"),
-           py::arg("backend"), py::arg("transfer_timeout"))
+           py::arg("backend"), py::arg("transfer_timeout"), py::arg("cluster_key") = py::bytes(),
+           py::arg("allow_unauthenticated_joins") = false)
       .def("publish", [](PyProducer& p, const std::string& key, py::buffer data) {
         py::buffer_info info = data.request();
         if (!p.producer) throw ClosedError("the producer is closed");
@@ -251,9 +267,9 @@ void register_xfer(py::module_& m) {
 
   py::class_<PyConsumer>(m, "XferCacheConsumer")
       .def(py::init([](py::tuple local, py::list peers, std::shared_ptr<SharedRegion> region, const std::string& model,
-                       const std::string& dtype, const std::string& backend, double request_timeout) {
+                       const std::string& dtype, const std::string& backend, double request_timeout, py::bytes cluster_key) {
              auto c = std::make_unique<PyConsumer>();
-             c->comm = make_comm(local, peers);
+             c->comm = make_comm(local, peers, cluster_key, false);
              CacheConsumerConfig cfg{.comm = c->comm,
                                      .compat = {.model_id = model, .dtype = dtype, .block_bytes = region->block_bytes()},
                                      .agent = {.name = "consumer:" + local[0].cast<std::string>(), .backend = parse_backend(backend)},
@@ -264,7 +280,7 @@ void register_xfer(py::module_& m) {
              return c;
            }),
            py::arg("local"), py::arg("peers"), py::arg("region"), py::arg("model_id"), py::arg("dtype"),
-           py::arg("backend"), py::arg("request_timeout"))
+           py::arg("backend"), py::arg("request_timeout"), py::arg("cluster_key") = py::bytes())
       .def("request", [](PyConsumer& c, const std::string& key, const std::string& producer, std::uint64_t bytes) {
         py::gil_scoped_release release;
         check(c.get().request(key, producer, bytes));

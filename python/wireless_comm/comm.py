@@ -65,7 +65,9 @@ class SendResult:
 
 
 class PeerEvent(NamedTuple):
-    """A peer's session changed (Comm.peer_events): kind is "up", "down" or "restarted"."""
+    """A peer's session changed (Comm.peer_events): kind is "up", "down", "restarted" or
+    "joined" (a peer entered the directory: add_peer, reason "added", or a node that dialed in,
+    CommConfig.accept_unknown_peers)."""
 
     node_id: str
     kind: str
@@ -262,19 +264,39 @@ class Comm:
         return self._config
 
     def peer(self, node_id: str) -> Peer:
-        """The configured peer called node_id: KeyError for an unknown name, ValueError for the
-        local node's own (as V0.1)."""
+        """The peer called node_id (configured, added, or joined): KeyError for an unknown name,
+        ValueError for the local node's own (as V0.1)."""
         try:
             return self._peers[node_id]
         except KeyError:
+            joined = self._joined_peer(node_id)
+            if joined is not None:
+                return joined
             known = ", ".join(self._peers) or "(none)"
             if node_id == self._local.node_id:
                 raise ValueError(f"{node_id!r} is this node itself, not a peer (peers: {known})") from None
             raise KeyError(f"{node_id!r} is not a known peer (peers: {known})") from None
 
     def peers(self) -> Tuple[Peer, ...]:
-        """Every peer now: the configured ones in configuration order, then those added."""
+        """Every peer now: the configured ones in configuration order, then those added or
+        joined."""
+        if not self._closed:
+            for t in self._core.peers():
+                if t[0] not in self._peers:
+                    self._joined_peer(t[0])
         return tuple(self._peers.values())
+
+    def _joined_peer(self, node_id: str) -> Optional[Peer]:
+        # A node that dialed in (CommConfig.accept_unknown_peers) is in the core's directory only.
+        if self._closed or node_id == self._local.node_id:
+            return None
+        try:
+            t = self._core.peer(node_id)
+        except (IndexError, KeyError):
+            return None
+        peer = Peer(t[0], t[1], t[2], tuple(t[3]), t[4])
+        self._peers[node_id] = peer
+        return peer
 
     def add_peer(self, peer: Peer) -> Peer:
         """Adds a peer at run time (wcomm; docs/python.md "Peers that join at run time"): checked
@@ -425,7 +447,8 @@ class Comm:
         """Peers' sessions as they change: `async for event in comm.peer_events()` yields
         PeerEvent(node_id, kind, reason) with kind "up", "down" (reason says why) or
         "restarted" (a wcomm peer came back as a new incarnation; what was in flight with it
-        failed with PeerRestartedError). Events are kept from create on, the last 1024 of them
+        failed with PeerRestartedError) or "joined" (a peer entered the directory: add_peer,
+        or a node that dialed in, CommConfig.accept_unknown_peers, "up" following). Events are kept from create on, the last 1024 of them
         while nobody reads (a dropped one is logged)."""
         return self._event_iterator()
 

@@ -131,9 +131,10 @@ _INT_FIELDS = (
     "egress_max_bulk_flows",
     "chunk_bytes",
     "tcp_notsent_lowat_bytes",
+    "max_peers",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
-_BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay")
+_BOOL_FIELDS = ("allow_unsafe_pickle", "tcp_nodelay", "accept_unknown_peers", "allow_unauthenticated_joins")
 _TRANSPORTS = ("auto", "shm", "unix", "tcp", "ucx")
 
 
@@ -219,6 +220,12 @@ class CommConfig:
     chunk_bytes: int = 256 << 10
     tcp_notsent_lowat_bytes: int = 128 << 10
     compression: str = "auto"
+    # Peers that join at run time (docs/python.md, "Peers that join and leave"): a HELLO from
+    # a node not in the directory adds it; needs cluster_key or tls, or, on loopback / unix
+    # addresses only, allow_unauthenticated_joins. At most max_peers peers in the directory.
+    accept_unknown_peers: bool = False
+    allow_unauthenticated_joins: bool = False
+    max_peers: int = 1024
 
     def __post_init__(self) -> None:
         if self.tls is not None and not isinstance(self.tls, TlsConfig):

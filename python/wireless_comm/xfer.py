@@ -17,7 +17,7 @@ encoder-cache service (docs/transfer.md).
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any, List, Optional, Sequence, Tuple
+from typing import Any, List, Optional, Sequence, Tuple, Union
 
 from . import _core
 from .config import Peer
@@ -62,14 +62,19 @@ def _peer_tuple(p: Optional[Peer]):
 
 
 class Agent:
-    """A transfer agent (wcomm::xfer::Agent). `local` / `peers` give it a Comm of its own,
-    needed for the tcp backend and for notifications (its peers must be the remote agents'
-    nodes); without them cma and ucx still work."""
+    """A transfer agent (wcomm::xfer::Agent). `local` gives it a Comm of its own (port 0: a
+    free one), needed for the tcp backend and for notifications; without it cma and ucx still
+    work. Its metadata carries that Comm's addresses and add_remote adds the remote's, so no
+    `peers` need be listed. A remote that loaded our metadata first reaches us when both have
+    the same `cluster_key`, or, with `allow_unauthenticated_joins` and `local` on loopback,
+    without one (docs/transfer.md)."""
 
     def __init__(self, name: str, backend: str = "auto", local: Optional[Peer] = None,
-                 peers: Sequence[Peer] = (), default_timeout: float = 30.0, cma_threads: int = 2):
+                 peers: Sequence[Peer] = (), default_timeout: float = 30.0, cma_threads: int = 2,
+                 cluster_key: bytes = b"", allow_unauthenticated_joins: bool = False):
         self._a = _core.XferAgent(name, backend, _peer_tuple(local), [_peer_tuple(p) for p in peers],
-                                  float(default_timeout), int(cma_threads))
+                                  float(default_timeout), int(cma_threads), bytes(cluster_key),
+                                  bool(allow_unauthenticated_joins))
         self._keep = {}  # registered Python objects, kept alive while registered
 
     @property
@@ -132,7 +137,7 @@ class Agent:
         return self._a.backend_for(remote)
 
     def post(self, op: str, local: Sequence[Desc], remote: str, remote_descs: Sequence[Desc],
-             notification: str = "", timeout: float = 0.0) -> int:
+             notification: Union[str, bytes] = "", timeout: float = 0.0) -> int:
         """Starts a "write" (local -> remote) or "read"; returns the handle."""
         return self._a.post(op, list(local), remote, list(remote_descs), notification, float(timeout))
 
@@ -147,8 +152,15 @@ class Agent:
     def release(self, handle: int) -> None:
         self._a.release(handle)
 
-    def take_notifications(self) -> List[Tuple[str, str]]:
-        return self._a.take_notifications()
+    def take_notifications(self, raw: bool = False) -> List[Tuple[str, Any]]:
+        """(from agent, message) pairs, oldest first; message is bytes with raw=True, else str."""
+        return self._a.take_notifications(raw)
+
+    def send_notification(self, remote: str, message: Union[str, bytes], timeout: float = 10.0) -> None:
+        """A notification on its own to a remote loaded with add_remote (nixl's send_notif);
+        raises when it could not be sent within timeout."""
+        data = message.encode() if isinstance(message, str) else bytes(message)
+        self._a.send_notification(remote, data, float(timeout))
 
 
 class SharedRegion:
@@ -209,13 +221,17 @@ class ItemStatus:
 
 
 class CacheProducer:
-    """Serves encoder-cache items: consumers (its Comm's peers) ask by key; published items
-    are written straight into their blocks; requests for unpublished keys wait."""
+    """Serves encoder-cache items: consumers ask by key; published items are written straight
+    into their blocks; requests for unpublished keys wait. Consumers need not be listed: with
+    a `cluster_key` (the consumers' too), or `allow_unauthenticated_joins` on loopback, any
+    consumer that dials in is served."""
 
     def __init__(self, local: Peer, consumers: Sequence[Peer], model_id: str, dtype: str, block_bytes: int,
-                 backend: str = "auto", transfer_timeout: float = 30.0):
+                 backend: str = "auto", transfer_timeout: float = 30.0, cluster_key: bytes = b"",
+                 allow_unauthenticated_joins: bool = False):
         self._p = _core.XferCacheProducer(_peer_tuple(local), [_peer_tuple(p) for p in consumers], model_id,
-                                          dtype, int(block_bytes), backend, float(transfer_timeout))
+                                          dtype, int(block_bytes), backend, float(transfer_timeout),
+                                          bytes(cluster_key), bool(allow_unauthenticated_joins))
 
     def publish(self, key: str, data: Any) -> None:
         """Copies data (bytes, numpy, torch via .numpy()) into registered memory and serves
@@ -236,10 +252,10 @@ class CacheConsumer:
     """Asks producers (its Comm's peers) for items; they land in `region`'s blocks."""
 
     def __init__(self, local: Peer, producers: Sequence[Peer], region: SharedRegion, model_id: str, dtype: str,
-                 backend: str = "auto", request_timeout: float = 30.0):
+                 backend: str = "auto", request_timeout: float = 30.0, cluster_key: bytes = b""):
         self.region = region
         self._c = _core.XferCacheConsumer(_peer_tuple(local), [_peer_tuple(p) for p in producers], region._r,
-                                          model_id, dtype, backend, float(request_timeout))
+                                          model_id, dtype, backend, float(request_timeout), bytes(cluster_key))
 
     def request(self, key: str, producer: str, nbytes: int) -> None:
         self._c.request(key, producer, int(nbytes))

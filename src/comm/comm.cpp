@@ -19,9 +19,6 @@ namespace wcomm {
 
 Comm::Comm(std::shared_ptr<Impl> impl) : impl_(std::move(impl)) {}
 
-namespace {
-
-// What a peer of this Comm must be, at create or when added later; InvalidArgumentError.
 void check_peer(const Comm::Impl& impl, const Peer& p) {
   if (p.node_id.empty()) throw InvalidArgumentError("a peer's node_id must not be empty");
   if (p.endpoints().empty())
@@ -38,8 +35,6 @@ void check_peer(const Comm::Impl& impl, const Peer& p) {
     throw InvalidArgumentError("peer '" + p.node_id + "' has the local node's own node_id");
 }
 
-}  // namespace
-
 std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   if (spec.comm.cluster_key.empty())
     if (const char* file = std::getenv("WCOMM_CLUSTER_KEY_FILE"); file && *file)
@@ -52,6 +47,7 @@ std::shared_ptr<Comm> Comm::create(CommSpec spec) {
   (void)logger;
   if (spec.local.node_id.empty()) throw InvalidArgumentError("local node_id must not be empty");
   if (spec.bind_host.empty()) spec.bind_host = spec.local.host;
+  check_join_policy(spec);
   auto impl = std::make_shared<Impl>(std::move(spec));
   for (const Peer& p : impl->spec.peers) {
     check_peer(*impl, p);
@@ -144,6 +140,7 @@ const Peer& Comm::add_peer(Peer peer) {
   // (Refused, the state is dropped with `added`: the message names node_id, a copy.)
   if (!impl_->peers.add(std::move(state)))
     throw InvalidArgumentError("add_peer: peer '" + node_id + "' is there already (remove_peer it first)");
+  impl_->post([impl = impl_.get(), node_id] { impl->report(PeerEvent{node_id, PeerEvent::Kind::kJoined, "added"}); });
   return added;
 }
 
@@ -332,6 +329,7 @@ const char* peer_event_name(PeerEvent::Kind kind) {
     case PeerEvent::Kind::kUp: return "up";
     case PeerEvent::Kind::kDown: return "down";
     case PeerEvent::Kind::kRestarted: return "restarted";
+    case PeerEvent::Kind::kJoined: return "joined";
   }
   return "?";
 }
@@ -348,6 +346,28 @@ void Comm::on_peer_event(std::function<void(const PeerEvent&)> handler) {
       }))
     return;
   set.get_future().wait();
+}
+
+std::uint64_t Comm::watch_peer_events(std::function<void(const PeerEvent&)> handler) {
+  std::lock_guard lock(impl_->watchers_mutex);
+  const std::uint64_t id = impl_->next_watcher++;
+  impl_->peer_watchers.emplace_back(id, std::move(handler));
+  return id;
+}
+
+void Comm::unwatch_peer_events(std::uint64_t id) {
+  std::lock_guard lock(impl_->watchers_mutex);
+  std::erase_if(impl_->peer_watchers, [id](const auto& w) { return w.first == id; });
+}
+
+void Comm::Impl::report(const PeerEvent& event) {
+  if (peer_event_handler) peer_event_handler(event);
+  std::vector<std::function<void(const PeerEvent&)>> watchers;
+  {
+    std::lock_guard lock(watchers_mutex);  // copied: no handler runs under a wcomm lock
+    for (const auto& w : peer_watchers) watchers.push_back(w.second);
+  }
+  for (const auto& handler : watchers) handler(event);
 }
 
 CommStats Comm::stats() const {

@@ -164,6 +164,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   bool keyed() const;
   std::optional<Error> check_acceptor_proof(const std::vector<std::string>& features);
   void refuse(const Error& why);
+  void admit();
   void finish_handshake(std::optional<Error> error);
   // ReadOwner::Sink (called by whoever reads).
   Result<DecodedData> decode(const FrameHeader& header, std::span<const std::uint8_t> manifest) override;
@@ -181,6 +182,7 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   FrameReader reader_;
   ReadOwner reader_owner_;
   PeerState* peer_ = nullptr;
+  std::optional<Peer> joining_;  // acceptor: an unknown dialer that may join (peer_join.cpp)
   std::string connection_id_;
   bool established_ = false;
   bool failed_ = false;
@@ -360,6 +362,11 @@ struct Comm::Impl {
   static SharedPoster make_poster(std::weak_ptr<Impl> self);
   const std::string incarnation = new_connection_id().substr(0, 16);  // this Comm's, for HELLO
   std::function<void(const PeerEvent&)> peer_event_handler;          // loop only
+  // Comm::watch_peer_events; report() calls the handler, then these (loop thread).
+  std::mutex watchers_mutex;
+  std::vector<std::pair<std::uint64_t, std::function<void(const PeerEvent&)>>> peer_watchers;
+  std::uint64_t next_watcher = 1;
+  void report(const PeerEvent& event);
   std::mutex post_mutex;
   bool loop_finished = false;        // under post_mutex
   transport::Options transport_options() const;
@@ -371,6 +378,11 @@ struct Comm::Impl {
   // on this thread beside the loop's last handlers for it.
   void let_go(std::shared_ptr<Connection>&& connection);
   void on_accepted(std::unique_ptr<transport::Connection> stream);
+  // Joining (peer_join.cpp): the directory entry an unknown dialer's HELLO describes (an
+  // error when joins are off or the HELLO lists no usable address), and its admission once
+  // the handshake checked out (kJoined reported; refused past max_peers).
+  Result<Peer> joining_peer(const Control& hello, const std::string& source_host) const;
+  Result<PeerState*> join_peer(Peer peer, const std::string& source);
   void evict_oldest_handshakes();
   void evict_from_source(const std::string& source);
   void close_from_loop();
@@ -380,6 +392,11 @@ struct Comm::Impl {
 // records where each listener is reached (ephemeral ports resolved) in the spec; peers on
 // this host get the same-host listener too (same_host.h). Throws what listening threw.
 void listen_on_local_addresses(Comm::Impl& impl);
+// What a peer of this Comm must be, at create, add_peer or a join; InvalidArgumentError.
+void check_peer(const Comm::Impl& impl, const Peer& p);
+// Comm::create: accept_unknown_peers without a cluster key or TLS only where the config says
+// so and only on loopback / unix addresses; InvalidArgumentError with the reason.
+void check_join_policy(const CommSpec& spec);
 
 std::string seconds_text(double seconds);
 // Saturating (deadline.h): a span too long for the clock is duration::max(), never an overflow.

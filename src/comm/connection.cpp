@@ -174,6 +174,8 @@ void Connection::handshake_as_dialer(PeerState& peer, Clock::time_point deadline
   reader_.set_peer_name("peer '" + peer.peer().node_id + "'");
   start_handshake_timer(deadline, "HELLO_ACK");
   std::vector<std::string> features = offered_features();
+  // Where this node listens, for an acceptor that lets unknown nodes join (peer_join.cpp).
+  for (const Address& a : impl_.spec.local.endpoints()) features.push_back("listen=" + a.to_string());
   if (keyed()) {
     auth_.dialer_nonce = auth::new_nonce();
     features.push_back("auth=" + auth_.dialer_nonce);
@@ -252,11 +254,12 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
     auto control = decode_control(frame.header, frame.manifest);
     if (!control) return self->finish_handshake(control.error());
     const Control& c = control.value();
-    PeerState* peer = self->impl_.find_peer(c.node_id);
-    if (!peer)
-      return self->finish_handshake(
-          Error{ErrorCode::kProtocol, "HELLO from unknown node '" + c.node_id + "' (not in this node's peer directory)"});
-    self->peer_ = peer;
+    self->peer_ = self->impl_.find_peer(c.node_id);
+    if (!self->peer_) {  // a node that may join (admit() adds it once the handshake checks out)
+      auto joining = self->impl_.joining_peer(c, self->peer_host());
+      if (!joining) return self->refuse(joining.error());
+      self->joining_ = std::move(joining.value());
+    }
     self->connection_id_ = c.connection_id;
     if (auto problem = self->stream_->peer_name_problem(c.node_id))
       return self->refuse({ErrorCode::kConnectionFailed, *problem});
@@ -289,7 +292,7 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
       if (ec) return self->fail({ErrorCode::kConnectionClosed, "sending HELLO_ACK failed: " + ec.message()}, false);
     });
     if (refused) return;
-    if (!self->keyed()) return self->finish_handshake(std::nullopt);
+    if (!self->keyed()) return self->admit();
     // The dialer's proof comes next, in an AUTH frame, before anything else.
     self->read_handshake_frame([self](Frame frame) {
       std::optional<Control> proof;
@@ -303,19 +306,33 @@ void Connection::handshake_as_acceptor(Clock::time_point deadline, std::function
         return self->refuse({ErrorCode::kConnectionFailed, claimed.empty() ? "it sent no cluster key proof"
                                                                           : "it proved a different cluster key "
                                                                             "(or replayed an earlier exchange)"});
-      self->finish_handshake(std::nullopt);
+      self->admit();
     });
   });
 }
 
+// Acceptor: the handshake checked out; a node that was not in the directory joins it now.
+void Connection::admit() {
+  if (joining_) {
+    auto joined = impl_.join_peer(std::move(*joining_), stream_->describe());
+    joining_.reset();
+    if (!joined) return refuse(joined.error());
+    peer_ = joined.value();
+  }
+  finish_handshake(std::nullopt);
+}
+
 // Acceptor: a dialer that failed authentication is dropped, without touching the real peer's
-// connections; each source is logged once per reason (a flood must not flood the log).
+// connections; each host is logged once per reason (a flood must not flood the log).
 void Connection::refuse(const Error& why) {
   const std::string source = stream_->describe();
-  const std::string node = peer_ ? peer_->peer().node_id : "?";
-  if (impl_.refused_sources.size() < 1024 && impl_.refused_sources.insert(source + "|" + why.message).second)
-    spdlog::warn("wcomm[{}]: refused a connection naming node '{}' from {}: {}", impl_.spec.local.node_id, node, source,
-                 why.message);
+  // (A node that may not join is named in the reason.)
+  const std::string node = peer_ ? peer_->peer().node_id : joining_ ? joining_->node_id : "";
+  // Once per host and reason: a refused node redials from a new port each time.
+  const std::string host = stream_->peer_host().empty() ? source : stream_->peer_host();
+  if (impl_.refused_sources.size() < 1024 && impl_.refused_sources.insert(host + "|" + why.message).second)
+    spdlog::warn("wcomm[{}]: refused a connection {}from {}: {}", impl_.spec.local.node_id,
+                 node.empty() ? "" : "naming node '" + node + "' ", source, why.message);
   fail({why.code, "refused: " + why.message}, true);
 }
 

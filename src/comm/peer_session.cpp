@@ -204,7 +204,7 @@ void PeerSession::peer_restarted(const std::string& old_incarnation, const std::
 void PeerSession::emit(PeerEvent::Kind kind, const std::string& reason) {
   spdlog::debug("wcomm[{}]: peer '{}' {} (session {}){}{}", impl_.spec.local.node_id, peer_.peer().node_id,
                 peer_event_name(kind), state_name(state()), reason.empty() ? "" : ": ", reason);
-  if (impl_.peer_event_handler) impl_.peer_event_handler(PeerEvent{peer_.peer().node_id, kind, reason});
+  impl_.report(PeerEvent{peer_.peer().node_id, kind, reason});
 }
 
 void PeerSession::on_connection_lost(Connection& connection, const Error& error, bool local,

@@ -195,6 +195,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
   if ((p = check_range("max_pending_handshakes_per_source", c.max_pending_handshakes_per_source, 1, 1'000'000,
                        "between 1 and 1000000")))
     return p;
+  if ((p = check_range("max_peers", c.max_peers, 1, 1'000'000, "between 1 and 1000000"))) return p;
+  if (c.allow_unauthenticated_joins && !c.accept_unknown_peers)
+    return ConfigProblem{"allow_unauthenticated_joins", "has no effect without accept_unknown_peers: true"};
   if (!c.cluster_key.empty() && c.cluster_key.size() < 16)
     return ConfigProblem{"cluster_key", "must be at least 16 bytes (random ones), got " +
                                             std::to_string(c.cluster_key.size())};
@@ -534,7 +537,8 @@ const std::vector<std::string_view>& comm_keys() {
       "transport",                "cluster_key_file",             "max_pending_handshakes",
       "tls",                      "max_pending_handshakes_per_source",
       "egress_max_bulk_flows",    "chunk_bytes",                  "tcp_notsent_lowat_bytes",
-      "compression"};
+      "compression",              "accept_unknown_peers",         "allow_unauthenticated_joins",
+      "max_peers"};
   return keys;
 }
 
@@ -579,6 +583,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "egress_max_bulk_flows") integer_field = &c.egress_max_bulk_flows;
     else if (key == "chunk_bytes") integer_field = &c.chunk_bytes;
     else if (key == "tcp_notsent_lowat_bytes") integer_field = &c.tcp_notsent_lowat_bytes;
+    else if (key == "max_peers") integer_field = &c.max_peers;
 
     if (integer_field != nullptr) {
       *integer_field = r.unsigned_integer(value, field, "a positive integer");
@@ -632,6 +637,10 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
       c.allow_unsafe_pickle = r.boolean(value, field);
     } else if (key == "tcp_nodelay") {
       c.tcp_nodelay = r.boolean(value, field);
+    } else if (key == "accept_unknown_peers") {
+      c.accept_unknown_peers = r.boolean(value, field);
+    } else if (key == "allow_unauthenticated_joins") {
+      c.allow_unauthenticated_joins = r.boolean(value, field);
     }
   }
   // V0.1: a null burst is one quantum.
@@ -717,6 +726,19 @@ std::vector<Address> Peer::endpoints() const {
   for (const Address& a : addresses)
     if (std::find(out.begin(), out.end(), a) == out.end()) out.push_back(a);
   return out;
+}
+
+Peer Peer::at(std::string node_id, std::vector<Address> addresses) {
+  Peer p{std::move(node_id)};
+  for (Address& a : addresses) {
+    if (a.scheme == "tcp" && p.host.empty()) {
+      p.host = a.host;
+      p.port = a.port;
+    } else {
+      p.addresses.push_back(std::move(a));
+    }
+  }
+  return p;
 }
 
 std::string Peer::network_host() const {

@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <condition_variable>
+#include <future>
 #include <atomic>
 #include <map>
 #include <mutex>
@@ -175,7 +176,10 @@ class AgentImpl final : public Agent {
     m.host_id = local_host_id();
     m.pid = ::getpid();
     m.pid_start = process_start_time(m.pid);
-    if (config_.comm) m.comm_node = config_.comm->local().node_id;
+    if (config_.comm) {
+      m.comm_node = config_.comm->local().node_id;
+      for (const Address& a : config_.comm->local().endpoints()) m.comm_addresses.push_back(a.to_string());
+    }
     std::lock_guard lock(mu_);
     for (const Range& r : cache_.regions()) m.regions.push_back({r.begin, r.end - r.begin, 0});
     for (const auto& [k, b] : backends_) b->export_metadata(m);
@@ -190,6 +194,7 @@ class AgentImpl final : public Agent {
     remote->raw = std::string(bytes);
     const AgentMetadata& m = remote->meta;
     if (m.name == config_.name) return invalid("add_remote: that is this agent's own metadata ('" + m.name + "')");
+    if (Status s = reach_comm_node(m); !s) return s.error();
     {
       std::lock_guard lock(mu_);
       // The same metadata again (a producer sees a consumer's with every request): keep the
@@ -341,7 +346,59 @@ class AgentImpl final : public Agent {
     return notify_ ? notify_->take() : std::vector<Notification>{};
   }
 
+  Status send_notification(const std::string& remote, const std::string& message,
+                           std::chrono::duration<double> timeout) override {
+    if (!notify_) return invalid("send_notification: the agent has no Comm to send it on (AgentConfig.comm)");
+    std::string node;
+    {
+      std::lock_guard lock(mu_);
+      auto it = remotes_.find(remote);
+      if (it == remotes_.end()) return invalid("send_notification: no remote agent '" + remote + "' (add_remote it first)");
+      node = it->second->meta.comm_node;
+    }
+    if (node.empty()) return invalid("send_notification: remote agent '" + remote + "' has no Comm");
+    auto sent = std::make_shared<std::promise<Status>>();
+    auto result = sent->get_future();
+    // The send's own timeout bounds the wait: its outcome always comes.
+    notify_->send(node, config_.name, message, [sent](Status s) { sent->set_value(std::move(s)); }, Seconds(timeout.count()));
+    return result.get();
+  }
+
  private:
+  // The remote's Comm node becomes a peer of ours at the addresses its metadata lists, unless
+  // our Comm reaches it already (configured, added, or it joined us) at one of them.
+  Status reach_comm_node(const AgentMetadata& m) {
+    if (!config_.comm || m.comm_node.empty() || m.comm_addresses.empty()) return Ok{};
+    std::vector<Address> addresses;
+    try {
+      for (const std::string& a : m.comm_addresses) addresses.push_back(Address::parse(a));
+    } catch (const InvalidArgumentError& e) {
+      return invalid("add_remote: agent '" + m.name + "' lists a bad Comm address: " + e.what());
+    }
+    Peer wanted = Peer::at(m.comm_node, std::move(addresses));
+    Comm& comm = *config_.comm;
+    try {
+      const std::vector<Address> have = comm.peer(m.comm_node).endpoints();
+      for (const Address& a : wanted.endpoints())
+        if (std::find(have.begin(), have.end(), a) != have.end()) return Ok{};
+      comm.remove_peer(m.comm_node, "agent '" + m.name + "' now listens at " + wanted.endpoints_text());
+    } catch (const std::out_of_range&) {
+    }
+    try {
+      comm.add_peer(std::move(wanted));
+    } catch (const InvalidArgumentError& e) {
+      try {
+        (void)comm.peer(m.comm_node);  // it joined meanwhile
+        return Ok{};
+      } catch (const std::out_of_range&) {
+      }
+      return invalid("add_remote: cannot reach agent '" + m.name + "': " + e.what());
+    } catch (const ClosedError& e) {
+      return Error{ErrorCode::kClosed, std::string("add_remote: ") + e.what()};
+    }
+    return Ok{};
+  }
+
   std::vector<BackendKind> candidates() const {
     if (config_.backend != BackendKind::kAuto) return {config_.backend};
     return {BackendKind::kCma, BackendKind::kUcx, BackendKind::kTcp};

@@ -43,6 +43,7 @@ struct CacheConsumer::Impl : std::enable_shared_from_this<CacheConsumer::Impl> {
   std::map<std::string, Entry> entries;
   std::uint64_t next_request_id = 1;
   std::shared_ptr<TagListener> listener;  // acks from every peer
+  std::uint64_t watch = 0;                 // the Comm's peer events: a producer that went down
 
   // Under mu. Frees the blocks and records why; probe() reports it once.
   void fail(Entry& e, std::string why) {
@@ -74,7 +75,7 @@ struct CacheConsumer::Impl : std::enable_shared_from_this<CacheConsumer::Impl> {
   }
 
   void on_peer_event(const PeerEvent& ev) {
-    if (ev.kind == PeerEvent::Kind::kUp) return;
+    if (ev.kind != PeerEvent::Kind::kDown && ev.kind != PeerEvent::Kind::kRestarted) return;
     std::lock_guard lock(mu);
     for (auto& [key, e] : entries)
       if (e.producer == ev.node_id)
@@ -96,7 +97,7 @@ std::unique_ptr<CacheConsumer> CacheConsumer::create(CacheConsumerConfig config)
   if (Status s = impl->agent->register_memory(config.region->data(), config.region->size()); !s) throw_error(s.error());
   impl->config = std::move(config);
   std::weak_ptr<Impl> weak = impl;
-  impl->config.comm->on_peer_event([weak](const PeerEvent& ev) {
+  impl->watch = impl->config.comm->watch_peer_events([weak](const PeerEvent& ev) {
     if (auto self = weak.lock()) self->on_peer_event(ev);
   });
   std::weak_ptr<Impl> listening = impl;
@@ -187,7 +188,7 @@ void CacheConsumer::close() {
     if (impl_->closed) return;
     impl_->closed = true;
   }
-  impl_->config.comm->on_peer_event([](const PeerEvent&) {});
+  impl_->config.comm->unwatch_peer_events(impl_->watch);
   impl_->listener->stop();
 }
 

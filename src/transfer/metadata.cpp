@@ -52,7 +52,7 @@ DescList unpack_descs(const msgpack::object& o) {
 std::string encode_metadata(const AgentMetadata& m) {
   msgpack::sbuffer buf;
   msgpack::packer<msgpack::sbuffer> pk(buf);
-  pk.pack_map(10);
+  pk.pack_map(11);
   pk.pack("format"); pk.pack(m.format);
   pk.pack("name"); pk.pack(m.name);
   pk.pack("generation"); pk.pack(m.generation);
@@ -60,6 +60,7 @@ std::string encode_metadata(const AgentMetadata& m) {
   pk.pack("pid"); pk.pack(m.pid);
   pk.pack("pid_start"); pk.pack(m.pid_start);
   pk.pack("comm_node"); pk.pack(m.comm_node);
+  pk.pack("comm_addresses"); pk.pack(m.comm_addresses);
   pk.pack("regions"); pack_descs(pk, m.regions);
   pk.pack("ucx_address"); pk.pack_bin(static_cast<std::uint32_t>(m.ucx_address.size()));
   pk.pack_bin_body(m.ucx_address.data(), static_cast<std::uint32_t>(m.ucx_address.size()));
@@ -89,6 +90,11 @@ Result<AgentMetadata> decode_metadata(std::string_view bytes) {
       else if (key == "pid_start") m.pid_start = as_uint(v, "pid_start");
       else if (key == "comm_node") m.comm_node = as_bytes(v, "comm_node");
       else if (key == "regions") m.regions = unpack_descs(v);
+      else if (key == "comm_addresses") {
+        if (v.type != object_type::ARRAY) throw std::runtime_error("comm_addresses is not an array");
+        for (std::uint32_t j = 0; j < v.via.array.size; ++j)
+          m.comm_addresses.push_back(as_bytes(v.via.array.ptr[j], "a comm address"));
+      }
       else if (key == "ucx_address") m.ucx_address = as_bytes(v, "ucx_address");
       else if (key == "ucx_rkeys") {
         if (v.type != object_type::ARRAY) throw std::runtime_error("ucx_rkeys is not an array");

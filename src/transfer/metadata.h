@@ -20,6 +20,7 @@ struct AgentMetadata {
   std::int64_t pid = 0;
   std::uint64_t pid_start = 0;  // the process's start time (/proc/PID/stat), against pid reuse
   std::string comm_node;       // the Agent's Comm node id ("" without a Comm)
+  std::vector<std::string> comm_addresses;  // where that Comm listens (URLs): add_remote adds it as a peer
   DescList regions;            // merged registered ranges
   std::string ucx_address;     // the UCP worker address ("" without ucx)
   std::vector<std::string> ucx_rkeys;  // one packed rkey per region ("" without ucx)

@@ -1,44 +1,35 @@
-// Notifications over the Comm: one outstanding recv per peer on kNotifyTag, re-armed after
-// each message until the channel closes.
+// Notifications over the Comm: {"from": agent name, "message": bytes} on kNotifyTag. The
+// message travels as bytes (NIXL's notifications are byte strings); a str is read too.
 #include "transfer/notify_channel.h"
 
 namespace wcomm::xfer {
 
-void NotifyChannel::start() {
-  for (const Peer& p : comm_->peers()) arm(p);
+namespace {
+const std::string* text_of(const Value* v, std::string& storage) {
+  if (!v) return nullptr;
+  if (v->is<std::string>()) return &v->as<std::string>();
+  if (const Bytes* b = v->get_if<Bytes>()) return &(storage = std::string(b->view()));
+  return nullptr;
 }
+}  // namespace
 
-void NotifyChannel::arm(const Peer& peer) {
-  std::lock_guard lock(mu_);
-  if (closed_) return;
-  Future<Received> f = comm_->recv(peer, {.tag = kNotifyTag});
+void NotifyChannel::start() {
   std::weak_ptr<NotifyChannel> weak = weak_from_this();
-  f.then([weak, peer](Result<Received> got) {
+  listener_ = TagListener::start(comm_, kNotifyTag, [weak](const std::string&, const Value& v) {
     auto self = weak.lock();
-    if (!self) return;
-    if (got) {
-      const Value& v = got.value().value;
-      const Dict* d = v.get_if<Dict>();
-      const Value* from = d ? d->find("from") : nullptr;
-      const Value* message = d ? d->find("message") : nullptr;
-      if (from && message && from->is<std::string>() && message->is<std::string>()) {
-        std::lock_guard lock(self->mu_);
-        self->inbox_.push_back({from->as<std::string>(), message->as<std::string>()});
-      }
-    } else {
-      const ErrorCode code = got.error().code;
-      if (code == ErrorCode::kClosed || code == ErrorCode::kCancelled) return;
-    }
-    self->arm(peer);
+    const Dict* d = v.get_if<Dict>();
+    if (!self || !d) return;
+    std::string from_storage, message_storage;
+    const std::string* from = text_of(d->find("from"), from_storage);
+    const std::string* message = text_of(d->find("message"), message_storage);
+    if (!from || !message) return;  // not a notification: nothing to hand over
+    std::lock_guard lock(self->mu_);
+    self->inbox_.push_back({*from, *message});
   });
-  pending_.push_back(std::move(f));
-  // Futures of completed receives are dropped now and then so the list stays short.
-  if (pending_.size() > 64)
-    std::erase_if(pending_, [](const Future<Received>& x) { return x.ready(); });
 }
 
 void NotifyChannel::send(const std::string& node, const std::string& from, const std::string& message,
-                         std::function<void(Status)> done) {
+                         std::function<void(Status)> done, std::optional<Seconds> timeout) {
   const Peer* peer = nullptr;
   try {
     peer = &comm_->peer(node);
@@ -46,7 +37,7 @@ void NotifyChannel::send(const std::string& node, const std::string& from, const
     done(Error{ErrorCode::kInvalidArgument, "notification: node '" + node + "' is not a peer of this agent's Comm"});
     return;
   }
-  comm_->send(Dict{{"from", from}, {"message", message}}, *peer, {}, {.tag = kNotifyTag})
+  comm_->send(Dict{{"from", from}, {"message", Bytes(message)}}, *peer, {}, {.tag = kNotifyTag, .timeout = timeout})
       .then([done = std::move(done)](Result<SendResult> r) {
         if (r) done(Ok{});
         else done(r.error());
@@ -59,13 +50,7 @@ std::vector<Notification> NotifyChannel::take() {
 }
 
 void NotifyChannel::close() {
-  std::vector<Future<Received>> pending;
-  {
-    std::lock_guard lock(mu_);
-    closed_ = true;
-    pending = std::move(pending_);
-  }
-  for (auto& f : pending) f.cancel();
+  if (listener_) listener_->stop();
 }
 
 }  // namespace wcomm::xfer

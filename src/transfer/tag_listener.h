@@ -1,6 +1,7 @@
-// Receives every message on one tag from every peer of a Comm, a recv re-armed after each,
-// and hands each value to a callback (on the Comm's loop thread) until stop(). The cache
-// service's producer (requests) and consumer (acks) both listen this way.
+// Receives every message on one tag from every peer of a Comm (those there at start and each
+// that joins later: PeerFollower), a recv re-armed after each, and hands each value to a
+// callback (on the Comm's loop thread) until stop(). Notifications, and the cache service's
+// producer (requests) and consumer (acks), listen this way.
 #pragma once
 
 #include <functional>
@@ -9,6 +10,7 @@
 #include <string>
 #include <vector>
 
+#include "transfer/peer_follower.h"
 #include "wcomm/comm.h"
 
 namespace wcomm::xfer {
@@ -19,12 +21,15 @@ class TagListener : public std::enable_shared_from_this<TagListener> {
 
   static std::shared_ptr<TagListener> start(std::shared_ptr<Comm> comm, std::uint32_t tag, OnValue on_value) {
     auto listener = std::shared_ptr<TagListener>(new TagListener(std::move(comm), tag, std::move(on_value)));
-    for (const Peer& p : listener->comm_->peers()) listener->arm(listener->comm_->peer(p.node_id));
+    listener->follower_ = PeerFollower::start(listener->comm_, [weak = std::weak_ptr<TagListener>(listener)](const Peer& p) {
+      if (auto self = weak.lock()) self->arm(p);
+    });
     return listener;
   }
   // Cancels the pending recvs; no value is handed over after this (one already being handed
   // over on the loop thread may finish).
   void stop() {
+    if (follower_) follower_->stop();
     std::vector<Future<Received>> receives;
     {
       std::lock_guard lock(mu_);
@@ -62,6 +67,7 @@ class TagListener : public std::enable_shared_from_this<TagListener> {
   }
 
   std::shared_ptr<Comm> comm_;
+  std::shared_ptr<PeerFollower> follower_;  // set once by start()
   const std::uint32_t tag_;
   OnValue on_value_;
   std::mutex mu_;

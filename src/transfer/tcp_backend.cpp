@@ -9,6 +9,7 @@
 
 #include "core/dict_fields.h"
 #include "transfer/backend.h"
+#include "transfer/peer_follower.h"
 #include "wcomm/comm.h"
 
 namespace wcomm::xfer {
@@ -97,15 +98,19 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
     caps_.available = caps_.write = caps_.read = true;
   }
 
+  // One request loop and one ack loop per peer, joined ones too.
   void start_loops() {
     if (!comm_) return;
-    for (const Peer& p : comm_->peers()) {
-      arm_requests(p);
-      arm_acks(p);
-    }
+    follower_ = PeerFollower::start(comm_, [weak = weak_from_this()](const Peer& p) {
+      if (auto self = weak.lock()) {
+        self->arm_requests(p);
+        self->arm_acks(p);
+      }
+    });
   }
 
   void stop() {
+    if (follower_) follower_->stop();
     std::vector<Future<Received>> loops;
     std::map<std::uint64_t, std::shared_ptr<Transfer>> pending;
     {
@@ -360,6 +365,7 @@ class TcpBackend final : public Backend, public std::enable_shared_from_this<Tcp
   bool stopping_ = false;
   std::map<std::uint64_t, std::shared_ptr<Transfer>> pending_;
   std::vector<Future<Received>> loops_;
+  std::shared_ptr<PeerFollower> follower_;  // set once by start_loops
 };
 
 // Owns the shared backend so its callbacks can hold weak references to it.

@@ -23,9 +23,12 @@ struct AgentConfig {
   std::string name;                         // unique among the agents that talk to each other
   // One backend for every remote (the others are not started), or auto per remote.
   BackendKind backend = BackendKind::kAuto;
-  // Optional. The tcp backend's data path and the channel notifications travel on; its node
-  // id is how remotes reach this agent, so it must list them as peers (a Comm's directory is
-  // static). The Agent receives on Comm tags kFirstReservedTag and up: leave those alone.
+  // Optional. The tcp backend's data path and the channel notifications travel on. The
+  // agent's metadata carries its node id and addresses, and add_remote adds a remote's node
+  // as a peer when the Comm lacks it, so agents need no configured peers. A remote that
+  // loaded our metadata first reaches us when this Comm accepts joins
+  // (CommConfig::accept_unknown_peers); the agent follows peers that join. The Agent
+  // receives on Comm tags kFirstReservedTag and up: leave those alone.
   std::shared_ptr<Comm> comm = {};
   unsigned cma_threads = 2;                // workers that run cma transfers (no fewer than 1)
   std::size_t chunk_bytes = 1u << 20;     // cma: the unit workers share a transfer in and take turns by
@@ -102,8 +105,14 @@ class Agent {
   // its memory any more). Unknown handle: InvalidArgument.
   virtual Status release(XferHandle handle) = 0;
 
-  // Notifications remote agents attached to transfers into this agent, oldest first.
+  // Notifications remote agents attached to transfers into this agent or sent on their own,
+  // oldest first.
   virtual std::vector<Notification> take_notifications() = 0;
+  // A notification on its own (nixl's send_notif) to a remote loaded with add_remote, over
+  // the agent's Comm (InvalidArgument without one). Blocks until the Comm took it or timeout
+  // passed (the error says which); not from a callback on that Comm's loop thread.
+  virtual Status send_notification(const std::string& remote, const std::string& message,
+                                   std::chrono::duration<double> timeout) = 0;
 };
 
 }  // namespace wcomm::xfer

@@ -36,7 +36,9 @@ struct CacheCompat {
 std::string compat_hash(const CacheCompat& compat);
 
 struct CacheProducerConfig {
-  std::shared_ptr<Comm> comm;  // the control channel; its peers are the consumers
+  // The control channel. Its peers are the consumers: those it lists, and any that join it
+  // (CommConfig::accept_unknown_peers, with the cluster key or TLS) to ask for items.
+  std::shared_ptr<Comm> comm;
   CacheCompat compat;
   AgentConfig agent;           // agent.comm is set to comm
   std::chrono::duration<double> transfer_timeout = std::chrono::seconds(30);
@@ -83,8 +85,8 @@ struct ItemStatus {
 };
 
 // Thread-safe. Acks are handled as they arrive (on the Comm's loop thread); timeouts are
-// checked by probe(). The consumer sets the Comm's peer-event handler, to fail at once the
-// requests of a producer that went down.
+// checked by probe(). The consumer watches the Comm's peer events (Comm::watch_peer_events),
+// to fail at once the requests of a producer that went down.
 class CacheConsumer {
  public:
   static std::unique_ptr<CacheConsumer> create(CacheConsumerConfig config);
