@@ -138,10 +138,6 @@ class nixl_agent:
                               allow_unauthenticated_joins=not c.cluster_key)
         except (ValueError, CommError, RuntimeError) as e:
             raise nixlBind.nixlBackendError(f"cannot start wcomm's {kind} engine: {e}") from None
-        except TypeError:  # TEMPORARY: a wireless_comm before agents reach each other from metadata
-            log.warning("this wireless_comm.xfer has no agent-made Comm: notifications are unavailable")
-            return xfer.Agent(self.name, backend=kind, default_timeout=float(params.get("timeout_s", c.timeout)),
-                              cma_threads=int(params.get("num_threads", 2)))
 
     def wait_xfer(self, handle: nixl_xfer_handle, timeout: float = 30.0) -> str:
         """Waits (bounded, GIL released) until the transfer settles: "DONE", "ERR" or "PROC"
