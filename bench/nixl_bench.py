@@ -136,8 +136,8 @@ def main() -> None:
             child.kill()
             child.wait()
 
-    print(f"| figure | wireless_comm.nixl | reference (same run) | ratio | target |")
-    print(f"|---|---|---|---|---|")
+    print("| figure | wireless_comm.nixl | reference (same run) | ratio | target |")
+    print("|---|---|---|---|---|")
     print(f"| 64 MiB WRITE, two processes (cma) | {gbs['nixl']:.2f} GB/s | one-thread memcpy {gbs['memcpy']:.2f} GB/s"
           f" | **{gbs['nixl'] / gbs['memcpy']:.2f}x** | >= 0.8x |")
     print(f"| same | | wireless_comm.xfer {gbs['xfer']:.2f} GB/s | {gbs['nixl'] / gbs['xfer']:.2f}x | |")

@@ -12,7 +12,7 @@ or, for code that imports `nixl` itself, opt in to the alias (it never hides a r
 docs/transfer.md, "Coming from NIXL": what maps, what differs, what is refused and why.
 """
 
-from . import _api, _bindings, _utils
+from . import _api, _bindings, _utils  # noqa: F401 (nixl._api etc. for the alias)
 from ._api import DEFAULT_COMM_PORT, nixl_agent, nixl_agent_config
 from ._handles import nixl_prepped_dlist_handle, nixl_xfer_handle
 from .alias import install_alias, real_nixl_spec

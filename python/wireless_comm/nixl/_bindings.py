@@ -8,7 +8,7 @@ with that reason."""
 from __future__ import annotations
 
 import enum
-from typing import Any, Iterable, List, Optional, Tuple
+from typing import Any, List
 
 NIXL_INIT_AGENT = ""        # prep_xfer_dlist's agent name for the initiator's own (local) side
 DEFAULT_COMM_PORT = 8888    # NIXL's default metadata listener port
