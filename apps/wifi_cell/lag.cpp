@@ -1,5 +1,7 @@
 #include "lag.h"
 
+#include "output.h"
+
 #include <time.h>
 
 #include <algorithm>
@@ -55,13 +57,12 @@ double LagMonitor::cpu_fraction_since(double wall_s, double cpu_s) const {
 }
 
 void LagMonitor::report() {
-  std::printf(
+  emit(format(
       "{\"event\":\"lag\",\"t_s\":%.3f,\"mean_ms\":%.4f,\"max_ms\":%.3f,\"samples\":%llu,"
-      "\"run_mean_ms\":%.4f,\"run_max_ms\":%.3f,\"cpu\":%.3f,\"ok\":%s}\n",
+      "\"run_mean_ms\":%.4f,\"run_max_ms\":%.3f,\"cpu\":%.3f,\"ok\":%s}",
       ns3::Simulator::Now().GetSeconds(), window_.mean_ms(), window_.max_ms,
       static_cast<unsigned long long>(window_.samples), total_.mean_ms(), total_.max_ms,
-      cpu_fraction_since(window_wall_s_, window_cpu_s_), window_.mean_ms() <= limit_ms_ ? "true" : "false");
-  std::fflush(stdout);
+      cpu_fraction_since(window_wall_s_, window_cpu_s_), window_.mean_ms() <= limit_ms_ ? "true" : "false"));
   window_ = {};
   window_wall_s_ = wall_seconds();
   window_cpu_s_ = cpu_seconds();
@@ -69,14 +70,11 @@ void LagMonitor::report() {
 }
 
 std::string LagMonitor::summary_json() const {
-  char line[512];
-  std::snprintf(line, sizeof line,
-                "{\"event\":\"exit\",\"t_s\":%.3f,\"lag_mean_ms\":%.4f,\"lag_max_ms\":%.3f,\"samples\":%llu,"
+  return format("{\"event\":\"exit\",\"t_s\":%.3f,\"lag_mean_ms\":%.4f,\"lag_max_ms\":%.3f,\"samples\":%llu,"
                 "\"lag_limit_ms\":%.3f,\"cpu\":%.3f,\"ok\":%s}",
                 ns3::Simulator::Now().GetSeconds(), total_.mean_ms(), total_.max_ms,
                 static_cast<unsigned long long>(total_.samples), limit_ms_,
                 cpu_fraction_since(started_wall_s_, started_cpu_s_), within_limit() ? "true" : "false");
-  return line;
 }
 
 }  // namespace wifi_cell

@@ -22,6 +22,7 @@
 #include "cell.h"
 #include "lag.h"
 #include "options.h"
+#include "output.h"
 #include "tap.h"
 
 namespace {
@@ -72,12 +73,11 @@ class AssociationWatch {
     for (bool a : associated_) count += a;
     if (count == associated_.size() && !announced_) {
       announced_ = true;
-      std::printf("{\"event\":\"associated\",\"t_s\":%.3f,\"stations\":%zu}\n", Simulator::Now().GetSeconds(), count);
+      emit(format("{\"event\":\"associated\",\"t_s\":%.3f,\"stations\":%zu}", Simulator::Now().GetSeconds(), count));
     } else if (announced_) {
-      std::printf("{\"event\":\"%s\",\"t_s\":%.3f,\"station\":%zu}\n", up ? "reassociated" : "disassociated",
-                  Simulator::Now().GetSeconds(), station);
+      emit(format("{\"event\":\"%s\",\"t_s\":%.3f,\"station\":%zu}", up ? "reassociated" : "disassociated",
+                  Simulator::Now().GetSeconds(), station));
     }
-    std::fflush(stdout);
   }
 
   std::vector<bool> associated_;
@@ -85,15 +85,15 @@ class AssociationWatch {
 };
 
 void print_cell(const Options& o, const Cell& cell) {
-  std::printf("{\"event\":\"cell\",\"standard\":\"802.11%s\",\"width_mhz\":%d,\"rate\":\"%s\",\"distance_m\":%g,"
+  std::string line = format("{\"event\":\"cell\",\"standard\":\"802.11%s\",\"width_mhz\":%d,\"rate\":\"%s\",\"distance_m\":%g,"
               "\"fading_hz\":%g,\"wired_delay_ms\":%g,\"neighbour_mbps\":%g,\"mac_queue_packets\":%d,\"stations\":[",
               o.standard.c_str(), o.width_mhz, o.mcs < 0 ? "minstrel" : data_mode(o).c_str(), o.distance_m,
               o.fading_hz, o.wired_delay_ms, o.neighbour_mbps, o.mac_queue_packets);
   for (size_t i = 0; i < o.stations.size(); ++i)
-    std::printf("%s{\"tap\":\"%s\",\"mac\":\"%s\"}", i ? "," : "", endpoint_text(o.stations[i]).c_str(),
+    line += format("%s{\"tap\":\"%s\",\"mac\":\"%s\"}", i ? "," : "", endpoint_text(o.stations[i]).c_str(),
                 mac_text(cell.station_radios[i]->GetAddress()).c_str());
-  std::printf("],\"ap_host\":\"%s\"}\n", o.has_ap_host ? endpoint_text(o.ap_host).c_str() : "");
-  std::fflush(stdout);
+  line += format("],\"ap_host\":\"%s\"}", o.has_ap_host ? endpoint_text(o.ap_host).c_str() : "");
+  emit(std::move(line));
 }
 
 Ptr<FdNetDevice> attach_tap(Ptr<Node> node, int fd) {
@@ -154,11 +154,11 @@ int main(int argc, char** argv) {
   Simulator::Run();
   std::string summary = lag.summary_json();
   summary.pop_back();  // the closing brace: the frame counters go in too
-  std::printf("%s,\"frames_to_air\":%llu,\"frames_from_air\":%llu,\"frames_refused\":%llu,\"frames_foreign_source\":%llu}\n",
+  emit(format("%s,\"frames_to_air\":%llu,\"frames_from_air\":%llu,\"frames_refused\":%llu,\"frames_foreign_source\":%llu}",
               summary.c_str(), static_cast<unsigned long long>(counters.to_air),
               static_cast<unsigned long long>(counters.from_air), static_cast<unsigned long long>(counters.refused),
-              static_cast<unsigned long long>(counters.foreign_source));
-  std::fflush(stdout);
+              static_cast<unsigned long long>(counters.foreign_source)));
+  finish_output();
   const bool valid = lag.within_limit();
   Simulator::Destroy();
   if (!valid) {
