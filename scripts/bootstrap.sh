@@ -2,7 +2,7 @@
 # Installs the Debian packages wcomm needs, by profile (each includes the ones before it):
 #   run   building the libraries, the `wcomm` command, the examples and the Python extension
 #         (scripts/run-example.sh, pip install .)
-#   test  + the test and benchmark tools (scripts/test.sh quick)
+#   test  + the test and benchmark tools (scripts/test.sh quick), ns-3 for the emulated Wi-Fi cell
 #   full  + what only the cluster tests (sshd, Slurm, munge, Open MPI) and the sanitizer passes
 #         (clang 16) need (scripts/test.sh, .ci/run); the default
 # Idempotent: when all packages are present it returns at once without touching apt.
@@ -19,6 +19,7 @@ test=(
   libgtest-dev libgmock-dev libbenchmark-dev ucx-utils
   python3-pytest python3-numpy python3-torch python3-zmq python3-msgpack python3-yaml python3-build
   iperf3 iproute2 iputils-ping procps openssl
+  libns3-dev libgsl-dev  # ns-3 for build/wcomm-wifi-cell (docs/wifi.md); its ns3-*.pc files name libgsl.so
 )
 full=(
   openmpi-bin
