@@ -2,20 +2,25 @@
 // host, measured like bench/collectives_vs_gloo.py measures gloo (barrier, then one timed call;
 // p50 over the rounds on rank 0); and the reduction kernel against a one-thread memcpy.
 // Usage: collectives_allreduce [ranks=4] [rounds=10] [sizes in bytes, comma-separated]
+// WCOMM_BENCH_RANKS_PER_PROCESS=2 runs the ranks as threads, that many to a process: the
+// layout of `wcomm multirank --ranks-per-host 2` (bench/multirank_vs_group.py's fair reference).
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <atomic>
 #include <cstring>
 #include <sstream>
+#include <thread>
 
 #include "bench_common.h"
 #include "wcomm/collectives/group.h"
 
 using namespace wcomm;
 using wcomm::bench_programs::Clock;
+using wcomm::bench_programs::die;
 using wcomm::bench_programs::free_port;
 
 namespace {
@@ -102,19 +107,27 @@ int main(int argc, char** argv) {
   kernel_bench();
   std::fflush(stdout);
   std::uint16_t port = free_port();
+  const char* per_process_text = std::getenv("WCOMM_BENCH_RANKS_PER_PROCESS");
+  const int per_process = per_process_text ? std::max(1, std::atoi(per_process_text)) : 1;
+  if (world % per_process != 0) die("WCOMM_BENCH_RANKS_PER_PROCESS must divide the number of ranks");
   std::vector<pid_t> pids;
-  for (int r = 0; r < world; ++r) {
+  for (int first = 0; first < world; first += per_process) {
     pid_t pid = ::fork();
     if (pid == 0) {
-      try {
-        rank_main(r, world, port, rounds, sizes);
-      } catch (const std::exception& e) {
-        std::fprintf(stderr, "rank %d: %s\n", r, e.what());
-        std::fflush(stdout);
-        ::_exit(1);
-      }
+      std::atomic<int> failed{0};
+      std::vector<std::thread> ranks;
+      for (int r = first; r < first + per_process; ++r)
+        ranks.emplace_back([&, r] {
+          try {
+            rank_main(r, world, port, rounds, sizes);
+          } catch (const std::exception& e) {
+            std::fprintf(stderr, "rank %d: %s\n", r, e.what());
+            failed = 1;
+          }
+        });
+      for (auto& t : ranks) t.join();
       std::fflush(stdout);
-      ::_exit(0);
+      ::_exit(failed.load());
     }
     pids.push_back(pid);
   }

@@ -2,8 +2,11 @@
 """`wcomm multirank` (V0.1's two-host tool, on loopback with --ranks-per-host 2: 4 ranks in two
 processes) against the library it runs on, in the same run: its 64 MiB ring_allreduce p50 with
 V0.1's XOR (the default, Group's kBitXor), with --reduce sum --dtype float32, and with
---algorithm v01 (V0.1's own ring, what a V0.1 rank needs), beside bench/collectives_vs_gloo.py
-(wcomm::Group's allreduce over tcp and auto, and torch gloo's all_reduce over tcp, 4 ranks).
+--algorithm v01 (V0.1's own ring, what a V0.1 rank needs), beside the fair reference (Group's
+allreduce in the tool's own layout: 2 processes x 2 rank threads, auto, then tcp;
+bench/collectives_allreduce with WCOMM_BENCH_RANKS_PER_PROCESS=2) and
+bench/collectives_vs_gloo.py (Group over tcp and auto and torch gloo over tcp, 4 one-rank
+processes).
 
     /usr/bin/python3 bench/multirank_vs_group.py [--rounds 10] [--build build]
 """
@@ -59,6 +62,12 @@ def main():
                         ("xor, --algorithm v01 (V0.1's ring)", ["--algorithm", "v01"])]:
         print(f"multirank ring_allreduce bytes={SIZE} {name}: p50_ms={multirank_p50(wcomm, args.rounds, extra):.2f}",
               flush=True)
+    print("# the same run: Group in the tool's layout (2 processes x 2 rank threads)", flush=True)
+    for transport in ("auto", "tcp"):
+        env = dict(os.environ, WCOMM_BENCH_RANKS_PER_PROCESS="2", WCOMM_BENCH_TRANSPORT=transport)
+        out = subprocess.run([os.path.join(args.build, "bench", "collectives_allreduce"), "4", str(args.rounds), str(SIZE)],
+                             env=env, check=True, timeout=600, capture_output=True, text=True).stdout
+        print("\n".join(line for line in out.splitlines() if line.startswith("wcomm allreduce")), flush=True)
     print("# the same run: bench/collectives_vs_gloo.py", flush=True)
     subprocess.run([sys.executable, os.path.join(os.path.dirname(__file__), "collectives_vs_gloo.py"),
                     "--rounds", str(args.rounds), "--build", args.build], check=True)

@@ -76,13 +76,15 @@ if [ "${WCOMM_SKIP_SANITIZERS:-0}" != 1 ]; then
   # clang, with the libFuzzer targets: the fuzz pass below runs from this same build.
   phase "build (ASan + UBSan, clang)"
   bash scripts/build.sh build-asan fuzz wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
-    wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests wcomm_apps_unit_tests wcomm_apps_integration_tests
+    wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests wcomm_apps_unit_tests wcomm_apps_integration_tests \
+    wcomm_wifi_cell_tests
   phase "ctest under ASan + UBSan"
   (cd build-asan && ASAN_OPTIONS=detect_leaks=1 UBSAN_OPTIONS=halt_on_error=1:print_stacktrace=1 \
      ctest --output-on-failure -j2 --timeout 600)
   phase "build (TSan, clang)"
   bash scripts/build.sh build-tsan thread wcomm_unit_tests wcomm_integration_tests wcomm_collectives_tests wcomm_cli \
-    wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests wcomm_apps_unit_tests wcomm_apps_integration_tests
+    wcomm_transfer_tests xfer_cache wcomm_mesh_tests wcomm_cluster_tests wcomm_apps_unit_tests wcomm_apps_integration_tests \
+    wcomm_wifi_cell_tests
   phase "ctest under TSan"
   supp="$PWD/tests/tsan.supp"  # third-party code only, each with the reason
   # UCX_MEM_EVENTS=no: UCX's memory hooks (libucm) intercept madvise in exiting threads, after

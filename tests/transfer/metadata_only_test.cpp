@@ -143,7 +143,9 @@ TEST(AgentFromMetadata, ARemoteThatRestartedElsewhereIsReachedAtItsNewAddress) {
   ca->close();
 }
 
-TEST(AgentFromMetadata, TheCacheProducerServesAConsumerItHasNeverHeardOf) {
+// Consumers come and go: each lives in a Comm of its own (the second under the same name, on
+// another port: a restarted process) that the producer has never heard of.
+TEST(AgentFromMetadata, TheCacheProducerServesConsumersItHasNeverHeardOfAsTheyComeAndGo) {
   auto producer_comm = lone_comm("producer");
   CacheCompat compat{.model_id = "m", .dtype = "float16", .block_bytes = 4096};
   auto producer = CacheProducer::create({.comm = producer_comm, .compat = compat,
@@ -155,24 +157,27 @@ TEST(AgentFromMetadata, TheCacheProducerServesAConsumerItHasNeverHeardOf) {
   CommConfig c;
   c.transport = "tcp";
   c.cluster_key = kMetaKey;
-  auto consumer_comm = Comm::create({{"consumer", "127.0.0.1", 0},
-                                     {{"producer", "127.0.0.1", producer_comm->port()}}, "127.0.0.1", c});
-  std::shared_ptr<SharedRegion> region = SharedRegion::create("wcomm-test-metaonly-" + std::to_string(::getpid()), 16, 4096);
-  auto consumer = CacheConsumer::create({.comm = consumer_comm, .compat = compat,
-                                         .agent = {.name = "consumer", .backend = BackendKind::kTcp}, .region = region});
-  ASSERT_TRUE(consumer->request("img-1", "producer", item.size()).ok());
-  ItemStatus s;
-  const auto deadline = std::chrono::steady_clock::now() + 20s;
-  while ((s = consumer->probe("img-1")).readiness == Readiness::kInFlight && std::chrono::steady_clock::now() < deadline)
-    std::this_thread::sleep_for(1ms);  // probing, bounded by the deadline
-  ASSERT_EQ(s.readiness, Readiness::kReady) << s.reason;
-  std::vector<std::uint8_t> got;
-  for (std::uint32_t b : s.blocks) got.insert(got.end(), region->block(b), region->block(b) + 4096);
-  got.resize(item.size());
-  EXPECT_EQ(got, item);
-  consumer->close();
+  for (int life = 0; life < 2; ++life) {
+    auto consumer_comm = Comm::create({{"consumer", "127.0.0.1", 0},
+                                       {{"producer", "127.0.0.1", producer_comm->port()}}, "127.0.0.1", c});
+    std::shared_ptr<SharedRegion> region =
+        SharedRegion::create("wcomm-test-metaonly-" + std::to_string(::getpid()) + "-" + std::to_string(life), 16, 4096);
+    auto consumer = CacheConsumer::create({.comm = consumer_comm, .compat = compat,
+                                           .agent = {.name = "consumer", .backend = BackendKind::kTcp}, .region = region});
+    ASSERT_TRUE(consumer->request("img-1", "producer", item.size()).ok()) << "life " << life;
+    ItemStatus s;
+    const auto deadline = std::chrono::steady_clock::now() + 20s;
+    while ((s = consumer->probe("img-1")).readiness == Readiness::kInFlight && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);  // probing, bounded by the deadline
+    ASSERT_EQ(s.readiness, Readiness::kReady) << "life " << life << ": " << s.reason;
+    std::vector<std::uint8_t> got;
+    for (std::uint32_t b : s.blocks) got.insert(got.end(), region->block(b), region->block(b) + 4096);
+    got.resize(item.size());
+    EXPECT_EQ(got, item) << "life " << life;
+    consumer->close();
+    consumer_comm->close();
+  }
   producer->close();
-  consumer_comm->close();
   producer_comm->close();
 }
 
