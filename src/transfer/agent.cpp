@@ -226,7 +226,6 @@ class AgentImpl final : public Agent {
     remote->raw = std::string(bytes);
     const AgentMetadata& m = remote->meta;
     if (m.name == config_.name) return invalid("add_remote: that is this agent's own metadata ('" + m.name + "')");
-    if (Status s = reach_comm_node(m); !s) return s.error();
     {
       std::lock_guard lock(mu_);
       // The same metadata again (a producer sees a consumer's with every request): keep the
@@ -239,6 +238,7 @@ class AgentImpl final : public Agent {
                        " is older than generation " + std::to_string(known->second) +
                        " already loaded (the agent restarted since; ask it for fresh metadata)");
     }
+    if (Status s = reach_comm_node(m); !s) return s.error();
     std::string why_not;
     for (BackendKind k : candidates()) {
       Backend& b = *backends_.at(k);
@@ -398,7 +398,8 @@ class AgentImpl final : public Agent {
 
  private:
   // The remote's Comm node becomes a peer of ours at the addresses its metadata lists, unless
-  // our Comm reaches it already (configured, added, or it joined us) at one of them.
+  // our Comm reaches it already: at one of them, or over a connection up now (a node that
+  // joined us after restarting elsewhere: replacing its entry would end that very connection).
   Status reach_comm_node(const AgentMetadata& m) {
     if (!config_.comm || m.comm_node.empty() || m.comm_addresses.empty()) return Ok{};
     std::vector<Address> addresses;
@@ -413,6 +414,8 @@ class AgentImpl final : public Agent {
       const std::vector<Address> have = comm.peer(m.comm_node).endpoints();
       for (const Address& a : wanted.endpoints())
         if (std::find(have.begin(), have.end(), a) != have.end()) return Ok{};
+      const auto stats = comm.stats().peers;
+      if (auto it = stats.find(m.comm_node); it != stats.end() && it->second.connected) return Ok{};
       comm.remove_peer(m.comm_node, "agent '" + m.name + "' now listens at " + wanted.endpoints_text());
     } catch (const std::out_of_range&) {
     }
