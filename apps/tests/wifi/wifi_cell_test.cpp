@@ -37,12 +37,12 @@ using nlohmann::json;
 // With chunking off a probe waits behind the whole tensor in front of it: 64 MiB at ~130 Mbit/s
 // is 4.1 s (this test read 4002 ms with --chunk-bytes 0). The bound lies between the two
 // outcomes it tells apart, at their geometric middle: 800 ms, a fifth of a tensor's airtime,
-// 5x above the worst default run (ten more runs on a quiet machine, 2026-12-06: 106-160 ms)
+// 5x above the worst default run (two more runs on a quiet machine, 2026-12-06: 106-160 ms)
 // and 5x below the wait it must catch (4.0-4.1 s); 256 ms, 1.6x above the worst run, was too
 // close to the runs. The issue's target (at most 3x the unloaded p99, ~1.8 ms here) is not
-// met, by about 75x: the tensor's TCP
-// flow keeps the station's TAP queue and Wi-Fi MAC queue full (bufferbloat below wcomm), which
-// pacing the bulk just under the link rate (issue 30 item 4) is to fix; tighten this bound then.
+// met, by about 75x: the tensor's TCP flow keeps the station's TAP queue and Wi-Fi MAC queue
+// full (bufferbloat below wcomm), which pacing the bulk just under the link rate (issue 30
+// item 4) is to fix; tighten this bound then.
 constexpr double kLoadedP99BoundMs = 800.0;
 // The load must saturate the link for the figure to mean anything: iperf3 reads 130-134
 // Mbit/s on this cell; half of it is the least a 'saturating' tensor stream may move.
