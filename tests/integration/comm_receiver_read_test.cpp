@@ -249,7 +249,7 @@ TEST(CommReceiverRead, ShortWaitsKeepTheirLength) {
   EXPECT_GE(waited_us.front(), 190.0);
   // A wait rounded up to whole milliseconds never ends within 900 us; a right one ends at
   // ~200 us unless the thread is not scheduled in time. So the shortest of the eleven is the
-  // contract: on a loaded machine (four busy loops beside ctest -j3 on 2 cores, 2026-12-06) the
+  // contract: on a loaded machine (five busy loops beside ctest -j3 on 2 cores, 2026-12-06) the
   // median read 2.1 ms once, while the shortest still shows the wait was not rounded.
   EXPECT_LT(waited_us.front(), 900.0) << "shortest wait_for(200us)";
   pending.cancel();
