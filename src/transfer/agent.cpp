@@ -68,6 +68,13 @@ struct Outcomes {
     std::unique_lock closing(gate);
     closed = true;
   }
+  // Sleeps until t is no longer pending or until passes (publish wakes it).
+  void wait_until(const Transfer& t, std::chrono::steady_clock::time_point until) {
+    std::unique_lock lock(wait_mu);
+    ++waiters;
+    wait_cv.wait_until(lock, until, [&] { return t.state() != XferState::kPending; });
+    --waiters;
+  }
 };
 
 class AgentImpl final : public Agent {
@@ -348,12 +355,7 @@ class AgentImpl final : public Agent {
     if (!t) return {XferState::kError, "unknown transfer handle " + std::to_string(handle.id)};
     using Clock = std::chrono::steady_clock;
     const auto until = std::min(t->deadline, Clock::now() + std::chrono::duration_cast<Clock::duration>(timeout));
-    {
-      std::unique_lock lock(outcomes_->wait_mu);
-      ++outcomes_->waiters;
-      outcomes_->wait_cv.wait_until(lock, until, [&] { return t->state() != XferState::kPending; });
-      --outcomes_->waiters;
-    }
+    outcomes_->wait_until(*t, until);
     return poll(handle);
   }
 

@@ -51,6 +51,7 @@ class EventLog {
     });
   }
   ~EventLog() { comm_.on_peer_event({}); }
+  // Events come within milliseconds of what causes them; the 10 s only guards against a hang.
   bool wait_for(const std::string& line, std::chrono::seconds limit = 10s) {
     std::unique_lock lock(mu_);
     return cv_.wait_for(lock, limit, [&] { return count_locked(line) > 0; });
