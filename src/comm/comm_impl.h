@@ -136,9 +136,12 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // Loop: message_ids read here that asked for an ACK and have not been acknowledged yet.
   std::vector<std::uint64_t> take_pending_acks() { return std::exchange(pending_acks_, {}); }
   bool has_pending_acks() const { return !pending_acks_.empty(); }
-  // The peer now sends on another connection: this one's frames are dropped (PeerState::inbound_;
-  // under the peer's inbox lock).
+  // Under the peer's inbox lock (Inbox::Locked::admit): the peer wrote DATA here; it moved to
+  // another connection since (superseded: a frame from it here is older); the connection is
+  // being ended for that, and every frame read here is dropped.
+  bool peer_wrote_data = false;
   bool superseded = false;
+  bool ending = false;
   void queue_ack(std::uint64_t message_id) { pending_acks_.push_back(message_id); }
   PeerState* peer() const { return peer_; }
   bool established() const { return established_; }

@@ -2,6 +2,7 @@
 #include "comm/inbox.h"
 
 #include <algorithm>
+#include <utility>
 
 #include "comm/comm_impl.h"
 
@@ -194,14 +195,32 @@ void Inbox::Locked::remove(const std::shared_ptr<Connection>& connection) {
   std::erase(inbox_.paused_, connection);
 }
 
-bool Inbox::Locked::admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& superseded) {
-  if (from.superseded) return false;
-  if (!(flags & kFlagSupersedes)) return true;
-  for (Connection* old : inbox_.reading_) {
-    if (old == &from || old->superseded) continue;
-    old->superseded = true;
-    superseded.push_back(old);
+bool Inbox::Locked::admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& to_end) {
+  const bool moved_here = flags & kFlagSupersedes;
+  if (from.superseded) {
+    // Written before the peer moved away (unflagged): older than what it sent since. Dropped,
+    // and the connection ends: the peer has left it. A flagged frame here is the peer moving
+    // (back) to a connection it had never written on.
+    if (!moved_here || from.ending) {
+      if (!std::exchange(from.ending, true)) to_end.push_back(&from);
+      return false;
+    }
+    from.superseded = false;
   }
+  if (moved_here)
+    for (Connection* old : inbox_.reading_) {
+      if (old == &from || old->superseded) continue;
+      old->superseded = true;
+      // A sender moves only once it gave up the connection it wrote on: one it wrote on ends
+      // now. One it never wrote on (the other side dialed it at the same time) lives on: its
+      // frames from this side are still read there, and a frame from the peer that turns up
+      // on it after all is older, and ends it then (above).
+      if (old->peer_wrote_data) {
+        old->ending = true;
+        to_end.push_back(old);
+      }
+    }
+  from.peer_wrote_data = true;
   return true;
 }
 

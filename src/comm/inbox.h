@@ -93,9 +93,9 @@ class Inbox {
     void add_reading(Connection* connection) { inbox_.reading_.push_back(connection); }
     void remove(const std::shared_ptr<Connection>& connection);
     // Whether a frame with these flags from `from` is delivered. A frame flagged as the
-    // first on a new connection supersedes the others: they are added to `superseded`, to
-    // be ended once the lock is let go.
-    bool admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& superseded);
+    // first on a new connection supersedes the others (see reading_); those to end are added
+    // to `to_end`, to be ended once the lock is let go.
+    bool admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& to_end);
     // Whether a message with this retry key was delivered already (else it is remembered).
     bool seen_retry_key(std::uint64_t key);
 
@@ -152,7 +152,10 @@ class Inbox {
   // whatever the other connections still bring is older (a stalled path that recovers, a
   // kernel still sending an abandoned socket's bytes), and delivered after that frame it
   // would break the per-tag order. They are superseded: their frames are dropped, unacked
-  // (their senders counted them sent unacknowledged, or unknown), and they are ended.
+  // (their senders counted them sent unacknowledged, or unknown), and they are ended, those
+  // the peer wrote on at once, the others when a frame from the peer turns up there. A
+  // connection the peer never wrote on is the other side's dial of the same moment: ending it
+  // would lose what this side wrote there.
   std::vector<Connection*> reading_;
   // The retry keys of the last kRetryKeyWindow messages delivered with one; oldest first in
   // retry_key_order_.

@@ -8,6 +8,7 @@
 #include <thread>
 
 #include "comm_fixture.h"
+#include "fault_proxy.h"
 #include "wcomm/codec.h"
 
 namespace wcomm::testing {
@@ -155,6 +156,78 @@ TEST(CommSession, AMoveWhoseFirstFrameRepeatsADeliveredMessageStillEndsTheOldCon
   new_connection.write(flatten(encode_data(Value("next"), {}, 4, 3).value()));
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 4})).value, Value("next"));
   EXPECT_EQ(p.b->stats().duplicates_dropped, 1u);
+}
+
+// Both nodes send at once after their connection ended: each dials, and each writes its
+// message, flagged as its first on a new connection, on the connection it dialed (a delay of
+// 100 ms each way on both paths makes that order certain: a side sees the other's dial as
+// held only a one-way delay after its own is). Neither peer ever wrote on the connection the
+// other dialed, so neither frame supersedes anything: both messages arrive, and both
+// connections stay up, each carrying one direction. Both used to end the other's dial on
+// reading its flagged frame, so a message already written there was lost or failed ("peer
+// 'node-b' closed the connection"; CommPeerProcess in an item-6 stress round).
+TEST(CommSession, SimultaneousDialsAfterALostConnectionLoseNothing) {
+  ReservedPort port_a, port_b;  // held until both listen
+  FaultProxy to_a(port_a.port()), to_b(port_b.port());
+  CommConfig config;
+  config.transport = "tcp";  // through the proxies, not a same-host path around them
+  auto a = Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"node-b", "127.0.0.1", to_b.port()}}, "127.0.0.1", config});
+  auto b = Comm::create({{"node-b", "127.0.0.1", port_b.port()}, {{"node-a", "127.0.0.1", to_a.port()}}, "127.0.0.1", config});
+  const Peer& pb = a->peer("node-b");
+  const Peer& pa = b->peer("node-a");
+  std::mutex mu;  // before the watchers, which report into it until the Comms are gone
+  std::vector<std::string> events;
+  auto watch = [&](Comm& comm, const char* side) {
+    comm.watch_peer_events([&, side](const PeerEvent& e) {
+      std::lock_guard lock(mu);
+      events.push_back(std::string(side) + ": " + peer_event_name(e.kind) + " " + e.reason);
+    });
+  };
+  watch(*a, "a");
+  watch(*b, "b");
+  // Each has written on the first connection (a dialed it): the next frame either writes on
+  // another connection is flagged.
+  wait_value(a->send(Value("m0"), pb, {}, {.tag = 1}));
+  EXPECT_EQ(wait_value(b->recv(pa, {.tag = 1})).value, Value("m0"));
+  wait_value(b->send(Value("r0"), pa, {}, {.tag = 1}));
+  EXPECT_EQ(wait_value(a->recv(pb, {.tag = 1})).value, Value("r0"));
+  const auto downs = [&] {
+    std::lock_guard lock(mu);
+    return std::count_if(events.begin(), events.end(), [](const std::string& e) { return e.find(" down") != std::string::npos; });
+  };
+  a->drop_connections(pb, "the test ends the first connection");
+  const auto until = std::chrono::steady_clock::now() + 10s;
+  while (downs() < 2 && std::chrono::steady_clock::now() < until) std::this_thread::sleep_for(1ms);  // a bounded poll
+  ASSERT_EQ(downs(), 2) << "both sides see the first connection end";
+  for (FaultProxy* p : {&to_a, &to_b}) {
+    p->set_delay(Direction::kToTarget, 100ms);
+    p->set_delay(Direction::kToClient, 100ms);
+  }
+  auto m1 = a->send(Value("m1"), pb, {}, {.tag = 1});
+  auto r1 = b->send(Value("r1"), pa, {}, {.tag = 1});
+  auto got_m1 = wait_result(b->recv(pa, {.tag = 1, .timeout = 5s}));
+  auto got_r1 = wait_result(a->recv(pb, {.tag = 1, .timeout = 5s}));
+  EXPECT_TRUE(wait_result(std::move(m1)).ok());
+  EXPECT_TRUE(wait_result(std::move(r1)).ok());
+  ASSERT_TRUE(got_m1.ok()) << got_m1.error().message;
+  ASSERT_TRUE(got_r1.ok()) << got_r1.error().message;
+  EXPECT_EQ(got_m1.value().value, Value("m1"));
+  EXPECT_EQ(got_r1.value().value, Value("r1"));
+  // And the next exchange, on the connections that carried these.
+  auto m2 = a->send(Value("m2"), pb, {}, {.tag = 1, .ack = true});
+  auto r2 = b->send(Value("r2"), pa, {}, {.tag = 1, .ack = true});
+  EXPECT_EQ(wait_value(b->recv(pa, {.tag = 1, .timeout = 5s})).value, Value("m2"));
+  EXPECT_EQ(wait_value(a->recv(pb, {.tag = 1, .timeout = 5s})).value, Value("r2"));
+  EXPECT_TRUE(wait_result(std::move(m2)).ok());
+  EXPECT_TRUE(wait_result(std::move(r2)).ok());
+  EXPECT_EQ(downs(), 2) << "a connection ended after the first";
+  EXPECT_EQ(to_a.counters().connections_accepted + to_b.counters().connections_accepted, 3u)
+      << "the first connection and one dial from each side";
+  b->close();
+  a->close();
+  std::lock_guard lock(mu);
+  if (HasFailure())
+    for (const auto& e : events) std::cerr << e << "\n";
 }
 
 TEST(CommSession, ASilentPeerIsDeclaredDeadAndItsWaitersAreTold) {
