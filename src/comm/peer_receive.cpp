@@ -204,8 +204,12 @@ void PeerState::unclaim_into_waiter(const std::shared_ptr<RecvWaiter>& waiter) {
 
 void PeerState::end_superseded(Connection& from, const std::vector<Connection*>& superseded) {
   for (Connection* old : superseded) {
-    spdlog::info("wcomm[{}]: peer '{}' moved to {}: ending {}, whose frames still on their way are older",
-                 impl_.spec.local.node_id, peer_.node_id, from.describe(), old->describe());
+    if (old == &from)
+      spdlog::info("wcomm[{}]: peer '{}' moved to another connection before this frame on {} came: ending it",
+                   impl_.spec.local.node_id, peer_.node_id, from.describe());
+    else
+      spdlog::info("wcomm[{}]: peer '{}' moved to {}: ending {}, whose frames still on their way are older",
+                   impl_.spec.local.node_id, peer_.node_id, from.describe(), old->describe());
     impl_.post([weak = old->weak_from_this(), id = peer_.node_id] {
       if (auto c = weak.lock())
         c->fail({ErrorCode::kConnectionClosed, "superseded: peer '" + id + "' moved to another connection"}, true);
@@ -235,17 +239,21 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
                         Later& later, std::optional<std::uint64_t> retry_key) {
   std::shared_ptr<RecvWaiter> waiter;
   std::vector<Connection*> superseded;
+  bool admitted;
   {
     auto in = inbox_.lock();
-    if (!in.admit(from, flags, superseded)) return false;
+    admitted = in.admit(from, flags, superseded);
     // A repeat of a message delivered already (its sender retried after an unknown outcome):
     // dropped, and acknowledged so that the retry completes.
-    if (retry_key && in.seen_retry_key(*retry_key)) impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
-    else waiter = in.hand_over(tag, message);
+    if (admitted && retry_key && in.seen_retry_key(*retry_key))
+      impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+    else if (admitted)
+      waiter = in.hand_over(tag, message);
   }
   // Whatever became of the frame, the connections it superseded end (a repeat may be the first
-  // frame on the connection its sender moved to).
+  // frame on the connection its sender moved to; a dropped one, its own connection).
   end_superseded(from, superseded);
+  if (!admitted) return false;
   if (!waiter) return true;
   Result<Received> result = std::move(message);
   if (!waiter->into.empty()) {

@@ -2,7 +2,9 @@
 // a silent peer declared dead, restart detection by incarnation, and peer events.
 #include <atomic>
 #include <cstdio>
+#include <filesystem>
 #include <fstream>
+#include <set>
 #include <sstream>
 #include <mutex>
 #include <thread>
@@ -158,6 +160,31 @@ TEST(CommSession, AMoveWhoseFirstFrameRepeatsADeliveredMessageStillEndsTheOldCon
   EXPECT_EQ(p.b->stats().duplicates_dropped, 1u);
 }
 
+TEST(CommSession, AFrameThatTurnsUpOnAConnectionThePeerLeftIsDroppedAndEndsIt) {
+  // node-a (by hand) wrote "stale" on one connection, which stalled, and moved to another,
+  // flagging its first frame there. node-b reads the flagged one first: the old connection had
+  // brought nothing from node-a, so it stays (it could be node-b's own dial of the same moment).
+  // When "stale" turns up there after all, it is older than what came since: dropped, and the
+  // connection ended. Delivered, it would break the per-tag order.
+  auto p = make_pair({}, fast_heartbeats());
+  const std::vector<std::string> features{"heartbeat=1", "incarnation=00000000000000ef", "supersede"};
+  RawClient old_connection(p.b->port());
+  raw_handshake(old_connection, features, "00000000000000000000000000000030");
+  RawClient new_connection(p.b->port());
+  raw_handshake(new_connection, features, "00000000000000000000000000000031");
+  auto moved = flatten(encode_data(Value("moved"), {}, 4, 2).value());
+  moved[7] |= kFlagSupersedes;
+  new_connection.write(moved);
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 4})).value, Value("moved"));
+  old_connection.write(flatten(encode_data(Value("stale"), {}, 4, 1).value()));
+  bool ended = false;
+  const auto start = std::chrono::steady_clock::now();
+  while (!ended && seconds_since(start) < 3) ended = old_connection.closed_by_peer();
+  EXPECT_TRUE(ended) << "the connection the peer had left was not ended";
+  new_connection.write(flatten(encode_data(Value("next"), {}, 4, 3).value()));
+  EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"), {.tag = 4})).value, Value("next")) << "\"stale\" was delivered";
+}
+
 // Both nodes send at once after their connection ended: each dials, and each writes its
 // message, flagged as its first on a new connection, on the connection it dialed (a delay of
 // 100 ms each way on both paths makes that order certain: a side sees the other's dial as
@@ -304,19 +331,42 @@ TEST(CommSession, AHandshakeNotFinishedWithinItsTimeoutIsClosed) {
   EXPECT_EQ(p.b->stats().connections_rejected, 1u);
 }
 
-// The kernel's timer on the established TCP sockets of a local port (/proc/net/tcp "tr":
-// 2 is keepalive, 0 none).
-std::vector<int> tcp_timers(std::uint16_t local_port) {
+// The kernel's timers (/proc/net/tcp "tr": 2 is keepalive, 0 none) on both ends of this
+// process's established TCP connections to `port`: the dialer's end (remote port `port`, a
+// socket this process holds) and the acceptor's end paired with it. Another process's
+// connection to the port is left out (under a parallel ctest, one was counted once).
+std::vector<int> tcp_timers(std::uint16_t port) {
+  std::set<std::string> mine;  // socket inodes this process holds
+  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
+    std::error_code ec;
+    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
+    if (!ec && target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
+  }
+  struct Entry {
+    std::uint16_t local, remote;
+    int timer;
+    std::string inode;
+  };
+  std::vector<Entry> established;
   std::ifstream in("/proc/net/tcp");
   std::string line;
   std::getline(in, line);  // header
-  std::vector<int> timers;
+  auto port_of = [](const std::string& address) {
+    return static_cast<std::uint16_t>(std::stoul(address.substr(address.find(':') + 1), nullptr, 16));
+  };
   while (std::getline(in, line)) {
     std::istringstream f(line);
-    std::string slot, local, remote, state, queues, timer;
-    f >> slot >> local >> remote >> state >> queues >> timer;
-    const auto port = static_cast<std::uint16_t>(std::stoul(local.substr(local.find(':') + 1), nullptr, 16));
-    if (port == local_port && state == "01") timers.push_back(std::stoi(timer.substr(0, timer.find(':')), nullptr, 16));
+    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
+    f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
+    if (state == "01")
+      established.push_back({port_of(local), port_of(remote), std::stoi(timer.substr(0, timer.find(':')), nullptr, 16), inode});
+  }
+  std::vector<int> timers;
+  for (const Entry& dialer : established) {
+    if (dialer.remote != port || !mine.count(dialer.inode)) continue;
+    timers.push_back(dialer.timer);
+    for (const Entry& acceptor : established)
+      if (acceptor.local == port && acceptor.remote == dialer.local) timers.push_back(acceptor.timer);
   }
   return timers;
 }
@@ -331,11 +381,11 @@ TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
   auto on = make_pair(with, with);
   wait_value(on.a->send(Value(1), on.a->peer("node-b")));
   wait_value(on.b->recv(on.b->peer("node-a")));
-  EXPECT_EQ(tcp_timers(on.b->port()), std::vector<int>{2});
+  EXPECT_EQ(tcp_timers(on.b->port()), (std::vector<int>{2, 2}));  // node-a's end, node-b's end
   auto off = make_pair(without, without);
   wait_value(off.a->send(Value(1), off.a->peer("node-b")));
   wait_value(off.b->recv(off.b->peer("node-a")));
-  EXPECT_EQ(tcp_timers(off.b->port()), std::vector<int>{0});
+  EXPECT_EQ(tcp_timers(off.b->port()), (std::vector<int>{0, 0}));
 }
 
 // Raw peers dial node-a's listener here, so node-a's sends come back on their connection.
