@@ -26,8 +26,10 @@ class Consumer:
         self.failed: Dict[str, str] = {}
 
     def connect(self, producer: str, host: str, port: int, timeout: float = 20.0) -> None:
-        self.agent.fetch_remote_metadata(producer, host, port)
+        # Ours first: an agent's listener requests go in the order made, so once the producer's
+        # metadata is here, ours is there, and the producer can write to us at once.
         self.agent.send_local_metadata(host, port)
+        self.agent.fetch_remote_metadata(producer, host, port)
         deadline = time.monotonic() + timeout
         while not self.agent.check_remote_metadata(producer):
             if time.monotonic() > deadline:

@@ -365,11 +365,13 @@ def test_listener_exchanges_metadata_in_one_process():
     buf = np.zeros(4096, np.uint8)
     b.register_memory(buf)
     a.fetch_remote_metadata(b.name, "127.0.0.1", b.listen_port)
-    b.send_local_metadata("127.0.0.1", a.listen_port)  # a gets b's metadata pushed too; loading twice is a no-op
     import time
     deadline = time.monotonic() + 10
     while not a.check_remote_metadata(b.name) and time.monotonic() < deadline:
         time.sleep(0.01)
+    # (Only now: a's fetch, on a's request thread, must not load b's metadata again after b's
+    # invalidation below. b's own send and invalidation go in that order.)
+    b.send_local_metadata("127.0.0.1", a.listen_port)  # a gets b's metadata pushed too; loading twice is a no-op
     assert a.check_remote_metadata(b.name, a.get_xfer_descs([(addr(buf), 4096, 0)], "DRAM"))
     assert not a.check_remote_metadata(b.name, a.get_xfer_descs([(addr(buf), 8192, 0)], "DRAM"))
     b.invalidate_local_metadata()  # at every listener it sent to
@@ -411,3 +413,48 @@ def test_listener_survives_bad_requests():
         _listener.request("127.0.0.1", a.listen_port, b"S", b"not metadata", 5)
     assert _listener.request("127.0.0.1", a.listen_port, b"F", a.name.encode(), 5) == a.get_agent_metadata()
     a.close()
+
+
+def test_an_agents_listener_requests_reach_a_listener_in_the_order_made():
+    # A hand-made listener holds its reply to the first request (b's send_local_metadata) for
+    # 0.3 s. b's invalidation must not reach it meanwhile: on a thread of its own, as each
+    # request once ran, it could arrive first, and the peer would be left with b's metadata.
+    import socket
+    import struct
+    import time
+
+    server = socket.socket()
+    server.bind(("127.0.0.1", 0))
+    server.listen(8)
+    server.settimeout(5)
+    port = server.getsockname()[1]
+    b = agent(timeout=10)
+    try:
+        b.send_local_metadata("127.0.0.1", port)
+        b.invalidate_local_metadata("127.0.0.1", port)
+        ops = []
+        for _ in range(2):
+            conn, _ = server.accept()
+            with conn:
+                conn.settimeout(5)
+                (n,) = struct.unpack(">I", conn.recv(4, socket.MSG_WAITALL))
+                body = conn.recv(n, socket.MSG_WAITALL)
+                ops.append(body[:1])
+                if body[:1] == b"S":
+                    server.settimeout(0.3)  # a second request now would come before this reply
+                    try:
+                        early, _ = server.accept()
+                        early.close()
+                        ops.append(b"early")
+                    except socket.timeout:
+                        pass
+                    server.settimeout(5)
+                    reply = b"K" + b.name.encode()
+                else:
+                    reply = b"K"
+                conn.sendall(struct.pack(">I", len(reply)) + reply)
+        assert ops == [b"S", b"I"]
+        assert not b.metadata_errors
+    finally:
+        b.close()
+        server.close()

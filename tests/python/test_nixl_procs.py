@@ -79,8 +79,10 @@ def test_two_processes_listener_write_read_notifications(backend, env, monkeypat
             enable_listen_thread=True, listen_port=iport, backends=[backend], capture_telemetry=True))
         local = np.random.default_rng(3).integers(0, 256, 1 << 20, dtype=np.uint8)
         agent.register_memory(local)
+        # Ours first, so the target can notify us back: requests go in the order made, so ours
+        # is there once the target's is here.
+        agent.send_local_metadata("127.0.0.1", tport)
         agent.fetch_remote_metadata("target", "127.0.0.1", tport)
-        agent.send_local_metadata("127.0.0.1", tport)  # so the target can notify us back
         until(lambda: agent.check_remote_metadata("target"), "no metadata from the target")
 
         lh = agent.prep_xfer_dlist("NIXL_INIT_AGENT", [(local.ctypes.data + i * 4096, 4096, 0) for i in range(256)],

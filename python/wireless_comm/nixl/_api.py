@@ -8,6 +8,7 @@ import ctypes
 import logging
 import os
 import pickle
+import queue
 import threading
 import time
 import weakref
@@ -81,6 +82,7 @@ class nixl_agent(RemoteAgents):
         self._loop_notifs: List[tuple] = []        # loopback notifications, (self, msg)
         self._sent_to: set = set()                 # listeners we sent our metadata to
         self.metadata_errors: List[str] = []       # wcomm extra: failed background listener requests
+        self._md_jobs: Optional[queue.SimpleQueue] = None  # listener requests, in order (_remote.py)
         self.notifs: Dict[str, List[bytes]] = {}
         self.backends: Dict[str, nixl_backend_handle] = {}
         self.backend_mems: Dict[str, List[str]] = {}
@@ -151,6 +153,9 @@ class nixl_agent(RemoteAgents):
         """Stops the listener and lets go of the engine (NIXL frees these when the agent dies)."""
         if self._listener:
             self._listener.close()
+        if self._md_jobs is not None:
+            self._md_jobs.put(None)  # the request thread ends after what was asked before
+            self._md_jobs = None
         self._engine = None
 
     # -- backends ----------------------------------------------------------------------------

@@ -5,6 +5,7 @@ nixl_agent (_api.py), which owns the engine, the lock and the config these use."
 from __future__ import annotations
 
 import logging
+import queue
 import threading
 from typing import Any, Dict, List, Optional, Union
 
@@ -19,6 +20,21 @@ DEFAULT_COMM_PORT = nixlBind.DEFAULT_COMM_PORT
 def _name(agent: Union[str, bytes]) -> str:
     """Agent names arrive as str or as the bytes add_remote_agent returned (NIXL takes both)."""
     return agent.decode() if isinstance(agent, (bytes, bytearray)) else str(agent)
+
+
+def _run_requests(jobs: "queue.SimpleQueue", errors: List[str]) -> None:
+    """An agent's request thread (it holds no reference to the agent): None ends it."""
+    while True:
+        item = jobs.get()
+        if item is None:
+            return
+        what, job = item
+        try:
+            job()
+        except Exception as e:
+            msg = f"{what}: {e}"
+            errors.append(msg)
+            log.warning("%s", msg)
 
 
 class RemoteAgents:
@@ -89,16 +105,16 @@ class RemoteAgents:
         raise ValueError(f"unknown listener request {op!r}")
 
     def _background(self, what: str, job) -> None:
-        """NIXL's listener requests are asynchronous: run job on a thread; a failure is logged
-        and kept in metadata_errors, never dropped."""
-        def run() -> None:
-            try:
-                job()
-            except Exception as e:
-                msg = f"{what}: {e}"
-                self.metadata_errors.append(msg)
-                log.warning("%s", msg)
-        threading.Thread(target=run, name=f"nixl-md-{what.split()[0]}", daemon=True).start()
+        """NIXL's listener requests are asynchronous: they run on this agent's request thread,
+        one after the other, so that they reach a listener in the order they were made (a
+        send_local_metadata, then invalidate_local_metadata, leaves the peer without it). A
+        failure is logged and kept in metadata_errors, never dropped."""
+        with self._lock:
+            if self._md_jobs is None:
+                self._md_jobs = queue.SimpleQueue()
+                threading.Thread(target=_run_requests, args=(self._md_jobs, self.metadata_errors),
+                                 name=f"nixl-md-{self.name}", daemon=True).start()
+            self._md_jobs.put((what, job))
 
     def _peer(self, ip_addr: str, port: int, what: str):
         if not ip_addr:
