@@ -196,18 +196,14 @@ void Inbox::Locked::remove(const std::shared_ptr<Connection>& connection) {
 }
 
 bool Inbox::Locked::admit(Connection& from, std::uint8_t flags, std::vector<Connection*>& to_end) {
-  const bool moved_here = flags & kFlagSupersedes;
   if (from.superseded) {
-    // Written before the peer moved away (unflagged): older than what it sent since. Dropped,
-    // and the connection ends: the peer has left it. A flagged frame here is the peer moving
-    // (back) to a connection it had never written on.
-    if (!moved_here || from.ending) {
-      if (!std::exchange(from.ending, true)) to_end.push_back(&from);
-      return false;
-    }
-    from.superseded = false;
+    // Written before the peer moved away: older than what it sent since, flagged or not (a
+    // flagged one here is an earlier move's first frame, arriving late; a sender never goes
+    // back to a connection it left). Dropped, and the connection ends: the peer has left it.
+    if (!std::exchange(from.ending, true)) to_end.push_back(&from);
+    return false;
   }
-  if (moved_here)
+  if (flags & kFlagSupersedes)
     for (Connection* old : inbox_.reading_) {
       if (old == &from || old->superseded) continue;
       old->superseded = true;
