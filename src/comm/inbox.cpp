@@ -208,9 +208,9 @@ bool Inbox::Locked::admit(Connection& from, std::uint8_t flags, std::vector<Conn
       if (old == &from || old->superseded) continue;
       old->superseded = true;
       // A sender moves only once it gave up the connection it wrote on: one it wrote on ends
-      // now. One it never wrote on (the other side dialed it at the same time) lives on: its
-      // frames from this side are still read there, and a frame from the peer that turns up
-      // on it after all is older, and ends it then (above).
+      // now. One it never wrote on (this side dialed it at the same time) lives on: the peer
+      // still reads this side's frames there. A frame from the peer that turns up on it after
+      // all is older, and ends it then (above).
       if (old->peer_wrote_data) {
         old->ending = true;
         to_end.push_back(old);
