@@ -245,10 +245,10 @@ bool PeerState::deliver(Connection& from, std::uint8_t flags, std::uint32_t tag,
     admitted = in.admit(from, flags, superseded);
     // A repeat of a message delivered already (its sender retried after an unknown outcome):
     // dropped, and acknowledged so that the retry completes.
-    if (admitted && retry_key && in.seen_retry_key(*retry_key))
-      impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
-    else if (admitted)
-      waiter = in.hand_over(tag, message);
+    if (admitted) {
+      if (retry_key && in.seen_retry_key(*retry_key)) impl_.stats.duplicates_dropped.fetch_add(1, std::memory_order_relaxed);
+      else waiter = in.hand_over(tag, message);
+    }
   }
   // Whatever became of the frame, the connections it superseded end (a repeat may be the first
   // frame on the connection its sender moved to; a dropped one, its own connection).

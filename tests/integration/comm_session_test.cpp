@@ -230,6 +230,8 @@ TEST(CommSession, SimultaneousDialsAfterALostConnectionLoseNothing) {
     p->set_delay(Direction::kToTarget, 100ms);
     p->set_delay(Direction::kToClient, 100ms);
   }
+  // (The 10 s above and the 5 s recv timeouts below are guards, not the contract: each
+  // message comes within a few 100 ms delays, and on the old rule one never came at all.)
   auto m1 = a->send(Value("m1"), pb, {}, {.tag = 1});
   auto r1 = b->send(Value("r1"), pa, {}, {.tag = 1});
   auto got_m1 = wait_result(b->recv(pa, {.tag = 1, .timeout = 5s}));
