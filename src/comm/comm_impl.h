@@ -55,10 +55,8 @@ struct RecvWaiter : CommOperation, std::enable_shared_from_this<RecvWaiter> {
   std::vector<Tensor> into;  // recv_into destinations (empty for a plain recv)
   bool claimed = false;      // a frame is being read into `into`: it completes this waiter
   bool done = false;
-  // Its deadline (CommOperation, set before the waiter is shared): the peer's one recv timer
-  // ends it there (PeerState::expire_due_recvs), whoever reads for it meanwhile.
-  Inbox::Deadlines::iterator deadline_entry;  // in the inbox's deadlines, while waiting
-  bool has_deadline_entry = false;
+  // Its deadline (CommOperation, set before the waiter is shared): the peer's one timer ends
+  // it there (PeerState::arm_deadline_timer), whoever reads for it meanwhile.
   void cancel() override;
   // A thread blocked on a recv reads the message itself (PeerState::help_recv), with or
   // without a timeout: the timer ends the recv at its deadline whoever reads.
@@ -239,12 +237,15 @@ class PeerState {
   // ---- receive side (peer_receive.cpp) ----
   // Caller's thread: completes or parks a recv at once (its deadline with it, if any).
   void recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std::optional<Seconds> timeout);
-  // Loop: one timer per peer, for the earliest deadline of the recvs waiting. Armed again
-  // when a recv comes with an earlier deadline than it is set for (Inbox::Locked::park: the
-  // caller posts it only then; in a stream of recvs with one timeout, never), and when it
-  // fires: it fails the recvs whose deadline came, then arms the timer for the next one.
-  void expire_due_recvs();
-  // A parked recv whose deadline asks the timer to be armed earlier (park returned true).
+  // Loop: the peer's one timer (deadlines.h), for the earliest deadline of its sends and recvs
+  // waiting. Armed again when an operation comes with an earlier deadline than it is set for
+  // (DeadlineList::keep says when; in a stream of operations with one timeout, never), and when
+  // it fires: the sends and recvs whose deadline came fail with a timeout, and it is armed for
+  // the next one.
+  void arm_deadline_timer(Clock::time_point at);
+  void stop_deadline_timer() { deadline_timer_.stop(); }  // closing: everything fails anyway
+  // A parked recv whose deadline asks the timer to be armed earlier (park returned true): the
+  // caller's thread posts it to the loop.
   void rearm_for(const std::shared_ptr<RecvWaiter>& waiter);
   // Caller's thread: Comm::recv_for. A queued message is taken at once; else, where this
   // thread can read the connection, it parks a recv whose sink is a slot on its stack (no
@@ -302,6 +303,7 @@ class PeerState {
   void refresh_caller_read();
   void resume_paused();
   void finish_taken(RecvWaiter& waiter, Result<Received> result);
+  Clock::time_point expire_due();  // the timer fired: the next deadline (max: none)
   void after_taken();  // a message left the inbox: a connection paused for the bound may read on
   // Ends the connections a frame's supersede flag left behind (Inbox::Locked::admit).
   void end_superseded(Connection& from, const std::vector<Connection*>& superseded);
@@ -312,7 +314,7 @@ class PeerState {
   Outbox outbox_;
   // Receive side, shared with callers' threads under the inbox's own lock.
   Inbox inbox_;
-  std::optional<asio::steady_timer> recv_timer_;  // loop only: see expire_due_recvs
+  DeadlineTimer deadline_timer_;  // loop only: see arm_deadline_timer
   // Completions handed to the loop by a reading caller, not run yet; while there are any,
   // the loop queues its own behind them, so callbacks run in the order messages arrived.
   std::atomic<std::uint64_t> deferred_completions_{0};

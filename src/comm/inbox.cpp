@@ -43,15 +43,6 @@ bool Inbox::Locked::waiting_beyond(std::size_t beyond) const {
   return false;
 }
 
-void Inbox::note_deadline(RecvWaiter& waiter, bool& arm) {
-  arm = false;
-  if (waiter.deadline == Clock::time_point::max()) return;
-  waiter.deadline_entry = deadlines_.emplace(waiter.deadline, &waiter);
-  waiter.has_deadline_entry = true;
-  arm = waiter.deadline < timer_armed_for_;
-  if (arm) timer_armed_for_ = waiter.deadline;
-}
-
 std::size_t Inbox::Locked::waiting_count() const {
   std::size_t waiting = 0;
   for (const auto& [tag, waiters] : inbox_.waiters_)
@@ -60,15 +51,13 @@ std::size_t Inbox::Locked::waiting_count() const {
 }
 
 bool Inbox::Locked::park(std::shared_ptr<RecvWaiter> waiter) {
-  bool arm;
-  inbox_.note_deadline(*waiter, arm);
+  const bool arm = inbox_.deadlines_.keep(*waiter);
   inbox_.waiters_[waiter->tag].push_back(std::move(waiter));
   return arm;
 }
 
 bool Inbox::Locked::replace(const std::shared_ptr<RecvWaiter>& parked, std::shared_ptr<RecvWaiter> waiter) {
-  bool arm;
-  inbox_.note_deadline(*waiter, arm);
+  const bool arm = inbox_.deadlines_.keep(*waiter);
   auto& queue = inbox_.waiters_[parked->tag];
   *std::find(queue.begin(), queue.end(), parked) = std::move(waiter);
   parked->done = true;
@@ -84,25 +73,14 @@ bool Inbox::fill_slot(RecvWaiter& waiter, Result<Received>&& result, bool wake) 
   return true;
 }
 
-void Inbox::forget_deadline(RecvWaiter& waiter) {
-  if (!waiter.has_deadline_entry) return;
-  deadlines_.erase(waiter.deadline_entry);
-  waiter.has_deadline_entry = false;
-}
-
 std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_due(Clock::time_point now, Clock::time_point& next) {
   std::vector<std::shared_ptr<RecvWaiter>> due;
-  auto& deadlines = inbox_.deadlines_;
-  while (!deadlines.empty() && deadlines.begin()->first <= now) {
-    RecvWaiter* w = deadlines.begin()->second;
-    inbox_.forget_deadline(*w);
-    if (w->done || w->claimed) continue;
-    auto waiter = w->shared_from_this();
-    finish(waiter);
+  while (CommOperation* op = inbox_.deadlines_.pop_due(now)) {
+    auto waiter = static_cast<RecvWaiter&>(*op).shared_from_this();
+    finish(waiter);  // (kept only while waiting: neither done nor claimed)
     due.push_back(std::move(waiter));
   }
-  next = deadlines.empty() ? Clock::time_point::max() : deadlines.begin()->first;
-  inbox_.timer_armed_for_ = next;
+  next = inbox_.deadlines_.rearm();
   return due;
 }
 
@@ -116,7 +94,7 @@ void Inbox::Locked::finish(const std::shared_ptr<RecvWaiter>& waiter) {
   auto& queue = inbox_.waiters_[waiter->tag];
   queue.erase(std::remove(queue.begin(), queue.end(), waiter), queue.end());
   waiter->done = true;
-  inbox_.forget_deadline(*waiter);
+  inbox_.deadlines_.forget(*waiter);
 }
 
 std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
@@ -125,8 +103,13 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::claim_into(std::uint32_t tag) {
   auto& front = found->second.front();
   if (front->into.empty() || front->done) return nullptr;
   front->claimed = true;
-  inbox_.forget_deadline(*front);  // the frame completes it, whenever it ends
+  inbox_.deadlines_.forget(*front);  // the frame completes it, whenever it ends
   return front;
+}
+
+bool Inbox::Locked::unclaim(RecvWaiter& waiter) {
+  waiter.claimed = false;
+  return inbox_.deadlines_.keep(waiter);
 }
 
 std::shared_ptr<RecvWaiter> Inbox::Locked::hand_over(std::uint32_t tag, Received& message) {
@@ -137,7 +120,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::hand_over(std::uint32_t tag, Received
       queue.pop_front();
       if (next->done) continue;
       next->done = true;
-      inbox_.forget_deadline(*next);
+      inbox_.deadlines_.forget(*next);
       // (Read by its own thread, or by the loop while that thread waits it out: not asleep.)
       if (!next->slot) return next;
       fill_slot(*next, std::move(message), /*wake=*/false);
@@ -158,7 +141,7 @@ std::shared_ptr<RecvWaiter> Inbox::Locked::route_refusal(std::uint32_t tag, cons
       auto waiter = std::move(*it);
       queue.erase(it);
       waiter->done = true;
-      inbox_.forget_deadline(*waiter);
+      inbox_.deadlines_.forget(*waiter);
       if (fill_slot(*waiter, error, /*wake=*/true)) return nullptr;
       return waiter;
     }
@@ -180,7 +163,7 @@ std::vector<std::shared_ptr<RecvWaiter>> Inbox::Locked::take_waiters(const Error
     for (auto& w : queue)
       if (!w->done && !w->claimed) {
         w->done = true;
-        inbox_.forget_deadline(*w);
+        inbox_.deadlines_.forget(*w);
         any = true;
         if (!fill_slot(*w, error, /*wake=*/true)) out.push_back(w);  // (its thread may sleep in its read)
       }

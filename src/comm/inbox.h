@@ -21,6 +21,7 @@
 #include <unordered_set>
 #include <vector>
 
+#include "comm/deadlines.h"
 #include "transport/thread_waker.h"
 #include "wcomm/comm.h"
 
@@ -42,9 +43,6 @@ struct RecvSlot {
 class Inbox {
  public:
   using Clock = std::chrono::steady_clock;
-  // The deadlines of the recvs waiting with a timeout, earliest first (RecvWaiter::deadline_entry).
-  using Deadlines = std::multimap<Clock::time_point, RecvWaiter*>;
-
   explicit Inbox(const CommConfig& limits) : limits_(limits) {}
 
   // The inbox under its lock (Inbox::lock()). RecvWaiter::done and ::claimed are guarded by
@@ -58,7 +56,7 @@ class Inbox {
     bool waiting_beyond(std::size_t beyond) const;  // more than `beyond` recvs wait
     std::size_t waiting_count() const;              // how many recvs wait
     // Parks a recv, last on its tag. True: it has the earliest deadline of all, earlier than
-    // the loop's timer is armed for, so the loop must arm it again (PeerState::expire_due_recvs).
+    // the peer's timer is armed for, so the loop must arm it again (PeerState::arm_deadline_timer).
     [[nodiscard]] bool park(std::shared_ptr<RecvWaiter> waiter);
     // Puts waiter in parked's place (parked: a recv with a slot, still waiting), as park does.
     [[nodiscard]] bool replace(const std::shared_ptr<RecvWaiter>& parked, std::shared_ptr<RecvWaiter> waiter);
@@ -68,11 +66,14 @@ class Inbox {
     // A waiter completed by its own frame (recv_into): out of its queue, done.
     void finish(const std::shared_ptr<RecvWaiter>& waiter);
     // The recvs whose deadline has come, done (to fail with a timeout), and the next deadline
-    // the loop's timer is to be armed for (max: none). A recv a frame is being read into has
+    // the peer's timer is to be armed for (max: none). A recv a frame is being read into has
     // no deadline any more: the frame completes it.
     std::vector<std::shared_ptr<RecvWaiter>> take_due(Clock::time_point now, Clock::time_point& next);
     // The recv_into a frame on tag is read into, if the next waiter is one: claimed.
     std::shared_ptr<RecvWaiter> claim_into(std::uint32_t tag);
+    // A claimed waiter whose frame was refused before it was read waits again, first in line,
+    // with its deadline kept again: true as park.
+    [[nodiscard]] bool unclaim(RecvWaiter& waiter);
     // Hands a message to the next recv on tag, done: one with a slot is filled here; one with
     // a promise is returned, to be completed with the message (left in `message`) once the
     // lock is let go. None waits: the message is queued, counted against the inbound bound.
@@ -130,8 +131,6 @@ class Inbox {
 
  private:
   bool full_locked() const;
-  void forget_deadline(RecvWaiter& waiter);  // it is done, or a frame is read into it
-  void note_deadline(RecvWaiter& waiter, bool& arm);  // it waits: its deadline, if any, is kept
   // A done recv with a slot: filled (wake: its thread may sleep on its waker). False: it has a
   // promise, to complete after the lock.
   static bool fill_slot(RecvWaiter& waiter, Result<Received>&& result, bool wake);
@@ -162,8 +161,9 @@ class Inbox {
   std::unordered_set<std::uint64_t> retry_keys_seen_;
   std::deque<std::uint64_t> retry_key_order_;
   std::shared_ptr<Connection> caller_read_;
-  Deadlines deadlines_;
-  Clock::time_point timer_armed_for_ = Clock::time_point::max();  // or about to be
+  // The recvs waiting with a timeout. One is forgotten here when it is done, or when a frame
+  // is being read into it (the frame completes it, whenever it ends).
+  DeadlineList deadlines_;
 };
 
 }  // namespace wcomm

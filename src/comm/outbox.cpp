@@ -45,7 +45,7 @@ const std::vector<std::shared_ptr<Connection>>& Outbox::connections() const { re
 
 void Outbox::complete(OutMessage& message, Result<SendResult> result) {
   message.state = OutMessage::State::kDone;
-  forget_deadline(message);
+  deadlines_.forget(message);
   message.frame.segments.clear();  // the caller's memory is theirs again
   message.promise.complete(std::move(result));
 }
@@ -53,38 +53,17 @@ void Outbox::complete(OutMessage& message, Result<SendResult> result) {
 // ---- deadlines ---------------------------------------------------------------------------
 
 void Outbox::keep_deadline(OutMessage& message) {
-  message.deadline_entry = deadlines_.emplace(message.deadline, &message);
-  message.has_deadline_entry = true;
-  if (message.deadline >= timer_armed_for_) return;  // (a stream of sends with one timeout: never)
-  timer_armed_for_ = message.deadline;
-  if (!deadline_timer_) deadline_timer_.emplace(impl_.io);
-  deadline_timer_->expires_at(message.deadline);
-  deadline_timer_->async_wait([this](std::error_code ec) {
-    if (!ec) expire_due_sends();
-  });
+  if (deadlines_.keep(message)) peer_.arm_deadline_timer(message.deadline);
 }
 
-void Outbox::forget_deadline(OutMessage& message) {
-  if (!message.has_deadline_entry) return;
-  deadlines_.erase(message.deadline_entry);
-  message.has_deadline_entry = false;
-}
-
-void Outbox::expire_due_sends() {
-  timer_armed_for_ = Clock::time_point::max();
+Clock::time_point Outbox::expire_due_sends() {
   const auto now = Clock::now();
-  while (!deadlines_.empty() && deadlines_.begin()->first <= now) {
-    OutMessage& due = *deadlines_.begin()->second;
-    forget_deadline(due);
+  while (CommOperation* due = deadlines_.pop_due(now)) {
+    auto& message = static_cast<OutMessage&>(*due);
     // (A frame handed over whole meanwhile is delivered: cancel_send leaves it be.)
-    cancel_send(due.shared_from_this(), timeout_error("send", peer_.peer(), *due.timeout));
+    cancel_send(message.shared_from_this(), timeout_error("send", peer_.peer(), *message.timeout));
   }
-  if (deadlines_.empty() || closing()) return;
-  timer_armed_for_ = deadlines_.begin()->first;
-  deadline_timer_->expires_at(timer_armed_for_);
-  deadline_timer_->async_wait([this](std::error_code ec) {
-    if (!ec) expire_due_sends();
-  });
+  return deadlines_.rearm();
 }
 
 bool Outbox::has_capacity_for(std::uint64_t bytes) const {
@@ -420,8 +399,7 @@ void Outbox::on_peer_restarted(const Error& error) {
 }
 
 void Outbox::close(const Error& error) {
-  disable_inline();
-  deadline_timer_.reset();  // every send completes below
+  disable_inline();  // (the peer's timer was stopped: every send completes below)
   if (impl_.scheduler) impl_.scheduler->cancel(this);
   if (active_) {
     active_->abort_error = error;

@@ -20,6 +20,7 @@
 
 #include <asio.hpp>
 
+#include "comm/deadlines.h"
 #include "comm/operation.h"
 #include "wcomm/codec.h"
 #include "wcomm/comm.h"
@@ -31,8 +32,6 @@ class Outbox;
 class PeerState;
 struct OutMessage;
 using Clock = std::chrono::steady_clock;
-// The deadlines of the sends with a timeout, earliest first (OutMessage::deadline_entry).
-using SendDeadlines = std::multimap<Clock::time_point, OutMessage*>;
 
 // A send on its way out: queued, being written, or done.
 struct OutMessage : CommOperation, std::enable_shared_from_this<OutMessage> {
@@ -42,10 +41,8 @@ struct OutMessage : CommOperation, std::enable_shared_from_this<OutMessage> {
   EncodedFrame frame;
   Promise<SendResult> promise;
   State state = State::kWaitingForCapacity;
-  // Its deadline (CommOperation): the outbox's one timer ends it there, in whatever state
+  // Its deadline (CommOperation): the peer's timer ends it there, in whatever state
   // (Outbox::expire_due_sends); an acked send keeps it while it waits for the ACK.
-  SendDeadlines::iterator deadline_entry;  // while it has one (has_deadline_entry)
-  bool has_deadline_entry = false;
   std::optional<Error> abort_error;  // why an active write was aborted (timeout / cancel)
   std::uint64_t written_inline = 0;  // bytes the caller's thread already wrote (fast path)
   bool wants_ack = false;            // CommOptions::ack
@@ -108,6 +105,9 @@ class Outbox {
   void on_peer_restarted(const Error& error);  // the frame being written fails with error
   void fail_sends(const Error& error);         // the queued ones and those waiting for capacity
   void close(const Error& error);              // everything pending fails
+  // The peer's timer fired (DeadlineTimer): the sends whose deadline came are cancelled with
+  // a timeout (cancel_send). Returns the next deadline to arm it for (max: none).
+  Clock::time_point expire_due_sends();
 
  private:
   // The writer (outbox_writer.cpp): one unit at a time (a whole frame, or a chunked message's
@@ -127,11 +127,7 @@ class Outbox {
   // The one way a send completes (but for one written whole by its caller's thread, which
   // has no OutMessage): done, its deadline and its hold on the caller's memory let go of.
   void complete(OutMessage& message, Result<SendResult> result);
-  // Deadlines: one timer for the outbox, armed for the earliest; when it fires, the sends
-  // whose deadline came are cancelled with a timeout (cancel_send), and it is armed again.
   void keep_deadline(OutMessage& message);
-  void forget_deadline(OutMessage& message);
-  void expire_due_sends();
   const std::vector<std::shared_ptr<Connection>>& connections() const;
   bool has_capacity_for(std::uint64_t bytes) const;
   bool may_pass_capacity_waiters(const OutMessage& message) const;
@@ -167,9 +163,7 @@ class Outbox {
   std::uint64_t queued_messages_ = 0;  // queued + active
   std::uint64_t queued_bytes_ = 0;
   std::unordered_map<std::uint64_t, std::shared_ptr<OutMessage>> awaiting_ack_;  // by message_id
-  SendDeadlines deadlines_;
-  std::optional<asio::steady_timer> deadline_timer_;
-  Clock::time_point timer_armed_for_ = Clock::time_point::max();
+  DeadlineList deadlines_;  // the sends with a timeout
   std::vector<std::shared_ptr<OutMessage>> streaming_;  // chunked messages started, not done
   std::shared_ptr<Unit> unit_;                          // being written
   // Set once this side wrote a DATA frame to the peer: a connection written on for the first

@@ -37,7 +37,12 @@ std::optional<std::string> fill_into(Value& value, const std::vector<Tensor>& in
 }  // namespace
 
 PeerState::PeerState(Comm::Impl& impl, Peer peer)
-    : impl_(impl), peer_(std::move(peer)), session_(impl, *this), outbox_(impl, *this), inbox_(impl.spec.comm) {}
+    : impl_(impl),
+      peer_(std::move(peer)),
+      session_(impl, *this),
+      outbox_(impl, *this),
+      inbox_(impl.spec.comm),
+      deadline_timer_(impl.io, [this] { return expire_due(); }) {}
 
 void PeerState::finish_taken(RecvWaiter& waiter, Result<Received> result) {
   if (result.ok() && !waiter.into.empty()) {
@@ -76,21 +81,20 @@ void PeerState::recv_from_caller(const std::shared_ptr<RecvWaiter>& waiter, std:
 }
 
 void PeerState::rearm_for(const std::shared_ptr<RecvWaiter>& waiter) {
-  if (!impl_.post([this] { expire_due_recvs(); })) cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
+  if (!impl_.post([this, at = waiter->deadline] { arm_deadline_timer(at); }))
+    cancel_recv(waiter, Error{ErrorCode::kClosed, "the Comm is closed"});
 }
 
-void PeerState::expire_due_recvs() {
-  if (session_.closing()) return;  // close_all failed every recv
-  Clock::time_point next;
-  std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next);
+void PeerState::arm_deadline_timer(Clock::time_point at) { deadline_timer_.arm_for(at); }
+
+Clock::time_point PeerState::expire_due() {
+  if (session_.closing()) return Clock::time_point::max();  // close_all failed everything
+  const Clock::time_point next_send = outbox_.expire_due_sends();
+  Clock::time_point next_recv;
+  std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next_recv);
   for (auto& w : due) complete_recv(w, timeout_error("recv", peer_, *w->timeout), /*by_loop=*/true, nullptr);
-  if (session_.closing()) return;
-  if (next == Clock::time_point::max()) return (void)(recv_timer_ && recv_timer_->cancel());
-  if (!recv_timer_) recv_timer_.emplace(impl_.io);
-  recv_timer_->expires_at(next);
-  recv_timer_->async_wait([this](std::error_code ec) {
-    if (!ec) expire_due_recvs();
-  });
+  if (session_.closing()) return Clock::time_point::max();
+  return std::min(next_send, next_recv);
 }
 
 Future<Received> PeerState::recv_for(std::uint32_t tag, Clock::time_point wait_until, std::optional<Seconds> timeout) {
@@ -198,8 +202,7 @@ std::shared_ptr<RecvWaiter> PeerState::claim_into_waiter(std::uint32_t tag) {
 }
 
 void PeerState::unclaim_into_waiter(const std::shared_ptr<RecvWaiter>& waiter) {
-  auto in = inbox_.lock();
-  waiter->claimed = false;
+  if (inbox_.lock().unclaim(*waiter)) rearm_for(waiter);
 }
 
 void PeerState::end_superseded(Connection& from, const std::vector<Connection*>& superseded) {
@@ -372,7 +375,6 @@ void PeerState::fail_waiting_recvs(const Error& error) {
 }
 
 void PeerState::close_receiving(const Error& error) {
-  recv_timer_.reset();  // the recvs waiting fail here
   std::vector<std::shared_ptr<RecvWaiter>> waiting;
   {
     auto in = inbox_.lock();

@@ -235,6 +235,7 @@ void PeerSession::close_all(const Error& error) {
   draining_ = true;  // nothing new starts; everything pending completes below
   backoff_timer_.reset();
   if (auto dial = std::move(pending_dial_)) dial->cancel();
+  peer_.stop_deadline_timer();  // every operation fails below
   peer_.outbox().close(error);
   peer_.close_receiving(error);
   auto connections = std::move(connections_);

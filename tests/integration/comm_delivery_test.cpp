@@ -183,5 +183,43 @@ TEST(CommDeadlines, ASendsDeadlineIsKeptWhenAnEarlierOneComesAfterALaterOne) {
   EXPECT_EQ(wait_result(std::move(late)).error().code, ErrorCode::kCancelled);
 }
 
+TEST(CommDeadlines, SendsAndRecvsShareThePeersTimerAndEachEndsAtItsOwnDeadline) {
+  // One timer per peer serves both sides (deadlines.h): each side tells it only of deadlines
+  // earlier than it asked for before, so a recv's early deadline must not be lost behind a
+  // send's later one, nor a send's behind a recv's. The peer listens but never answers.
+  ReservedPort port_a;
+  MuteListener mute;
+  auto a = comm_dialing_mute(mute, 30, port_a);
+  const Peer& peer = a->peer("mute");
+  auto late_send = a->send(Value(1), peer, {}, {.timeout = Seconds(20)});
+  auto late_recv = a->recv(peer, {.tag = 1, .timeout = Seconds(20)});
+  const auto start = std::chrono::steady_clock::now();
+  auto recv_03 = a->recv(peer, {.tag = 2, .timeout = Seconds(0.3)});
+  auto send_06 = a->send(Value(2), peer, {}, {.timeout = Seconds(0.6)});
+  auto recv_09 = a->recv(peer, {.tag = 3, .timeout = Seconds(0.9)});
+  double ended[3];
+  auto r1 = wait_result(std::move(recv_03));
+  ended[0] = seconds_since(start);
+  auto r2 = wait_result(std::move(send_06));
+  ended[1] = seconds_since(start);
+  auto r3 = wait_result(std::move(recv_09));
+  ended[2] = seconds_since(start);
+  ASSERT_FALSE(r1.ok() || r2.ok() || r3.ok());
+  for (const Error* e : {&r1.error(), &r2.error(), &r3.error()})
+    EXPECT_EQ(e->code, ErrorCode::kOperationTimeout) << e->message;
+  EXPECT_GE(ended[0], 0.3);
+  EXPECT_GE(ended[1], 0.6);
+  EXPECT_GE(ended[2], 0.9);
+  // The contract is each one's own deadline; the failure guarded against is the next one's
+  // (20 s). 5 s lies between, with room for a loaded machine's scheduling.
+  EXPECT_LT(ended[2], 5.0) << "an operation waited for a later deadline";
+  EXPECT_EQ(late_send.wait_for(0ms), nullptr) << "the 20 s send ended early";
+  EXPECT_EQ(late_recv.wait_for(0ms), nullptr) << "the 20 s recv ended early";
+  late_send.cancel();
+  late_recv.cancel();
+  EXPECT_EQ(wait_result(std::move(late_send)).error().code, ErrorCode::kCancelled);
+  EXPECT_EQ(wait_result(std::move(late_recv)).error().code, ErrorCode::kCancelled);
+}
+
 }  // namespace
 }  // namespace wcomm::testing

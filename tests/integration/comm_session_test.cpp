@@ -1,5 +1,10 @@
 // Sessions: features negotiated in HELLO (wcomm peers only), heartbeats on idle connections,
 // a silent peer declared dead, restart detection by incarnation, and peer events.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -333,44 +338,46 @@ TEST(CommSession, AHandshakeNotFinishedWithinItsTimeoutIsClosed) {
   EXPECT_EQ(p.b->stats().connections_rejected, 1u);
 }
 
-// The kernel's timers (/proc/net/tcp "tr": 2 is keepalive, 0 none) on both ends of this
-// process's established TCP connections to `port`: the dialer's end (remote port `port`, a
-// socket this process holds) and the acceptor's end paired with it. Another process's
-// connection to the port is left out (under a parallel ctest, one was counted once).
-std::vector<int> tcp_timers(std::uint16_t port) {
-  std::set<std::string> mine;  // socket inodes this process holds
-  for (const auto& fd : std::filesystem::directory_iterator("/proc/self/fd")) {
-    std::error_code ec;
-    const std::string target = std::filesystem::read_symlink(fd.path(), ec).string();
-    if (!ec && target.rfind("socket:[", 0) == 0) mine.insert(target.substr(8, target.size() - 9));
-  }
-  struct Entry {
+// The keepalive idle time (TCP_KEEPIDLE, seconds; 0 where SO_KEEPALIVE is off) on both ends
+// of this process's TCP connections to `port`: the dialer's end (peer port `port`), then the
+// acceptor's end paired with it, read from the sockets themselves. (/proc/net/tcp's timer
+// column was read before: it shows the retransmit timer instead while data is unacked, a
+// heartbeat in flight, and the test failed about once in a hundred loaded runs.)
+std::vector<int> keepalive_idle(std::uint16_t port) {
+  struct End {
+    int fd;
     std::uint16_t local, remote;
-    int timer;
-    std::string inode;
   };
-  std::vector<Entry> established;
-  std::ifstream in("/proc/net/tcp");
-  std::string line;
-  std::getline(in, line);  // header
-  auto port_of = [](const std::string& address) {
-    return static_cast<std::uint16_t>(std::stoul(address.substr(address.find(':') + 1), nullptr, 16));
+  std::vector<End> ends;
+  std::set<std::filesystem::path> sockets;  // one end per socket (a socket may have several fds)
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    std::error_code ec;
+    if (!sockets.insert(std::filesystem::read_symlink(entry.path(), ec)).second || ec) continue;
+    sockaddr_in local{}, remote{};
+    socklen_t n = sizeof local, m = sizeof remote;
+    int type = 0;
+    socklen_t t = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &t) != 0 || type != SOCK_STREAM) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &n) != 0 || local.sin_family != AF_INET) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &m) != 0) continue;  // a listener
+    ends.push_back({fd, ntohs(local.sin_port), ntohs(remote.sin_port)});
+  }
+  auto idle = [](int fd) {
+    int on = 0, seconds = 0;
+    socklen_t n = sizeof on, m = sizeof seconds;
+    getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &n);
+    getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &seconds, &m);
+    return on ? seconds : 0;
   };
-  while (std::getline(in, line)) {
-    std::istringstream f(line);
-    std::string slot, local, remote, state, queues, timer, retransmits, uid, timeout, inode;
-    f >> slot >> local >> remote >> state >> queues >> timer >> retransmits >> uid >> timeout >> inode;
-    if (state == "01")
-      established.push_back({port_of(local), port_of(remote), std::stoi(timer.substr(0, timer.find(':')), nullptr, 16), inode});
+  std::vector<int> out;
+  for (const End& dialer : ends) {
+    if (dialer.remote != port) continue;
+    out.push_back(idle(dialer.fd));
+    for (const End& acceptor : ends)
+      if (acceptor.local == port && acceptor.remote == dialer.local) out.push_back(idle(acceptor.fd));
   }
-  std::vector<int> timers;
-  for (const Entry& dialer : established) {
-    if (dialer.remote != port || !mine.count(dialer.inode)) continue;
-    timers.push_back(dialer.timer);
-    for (const Entry& acceptor : established)
-      if (acceptor.local == port && acceptor.remote == dialer.local) timers.push_back(acceptor.timer);
-  }
-  return timers;
+  return out;
 }
 
 TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
@@ -383,11 +390,12 @@ TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {
   auto on = make_pair(with, with);
   wait_value(on.a->send(Value(1), on.a->peer("node-b")));
   wait_value(on.b->recv(on.b->peer("node-a")));
-  EXPECT_EQ(tcp_timers(on.b->port()), (std::vector<int>{2, 2}));  // node-a's end, node-b's end
+  // node-a's end, node-b's end: idle for three heartbeats (3 s), the keepalive starts
+  EXPECT_EQ(keepalive_idle(on.b->port()), (std::vector<int>{3, 3}));
   auto off = make_pair(without, without);
   wait_value(off.a->send(Value(1), off.a->peer("node-b")));
   wait_value(off.b->recv(off.b->peer("node-a")));
-  EXPECT_EQ(tcp_timers(off.b->port()), (std::vector<int>{0, 0}));
+  EXPECT_EQ(keepalive_idle(off.b->port()), (std::vector<int>{0, 0}));
 }
 
 // Raw peers dial node-a's listener here, so node-a's sends come back on their connection.
