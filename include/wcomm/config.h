@@ -67,6 +67,12 @@ struct CommConfig {
   // responsive; too small costs bulk goodput on fast, long links (more wake-ups, and the
   // kernel may run dry between writes). 0: the kernel's default (unbounded).
   std::uint64_t tcp_notsent_lowat_bytes = 128ull << 10;
+  // SO_MAX_PACING_RATE on TCP connections (bytes per second; 0: unpaced): the kernel spaces
+  // each connection's packets out at this rate (TCP's own pacing, no fq qdisc needed). On
+  // Wi-Fi, a bulk stream paced just under the link's rate leaves the access point's queue
+  // short, so a message behind it waits less (docs/wifi.md, "Pacing"). Per connection: the
+  // rate is not shared across peers. At most 2^32 - 1.
+  std::uint64_t tcp_max_pacing_rate_bytes_per_second = 0;
   // Adaptive compression of chunked messages over TCP (wcomm; negotiated as "zstd"): "auto"
   // compresses a message's chunks with zstd only when the link is measured slower than the
   // compressor and a first chunk shrinks (CommOptions::compress opts a message in or out);

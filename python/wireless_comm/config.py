@@ -131,6 +131,7 @@ _INT_FIELDS = (
     "egress_max_bulk_flows",
     "chunk_bytes",
     "tcp_notsent_lowat_bytes",
+    "tcp_max_pacing_rate_bytes_per_second",
     "max_peers",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
@@ -174,7 +175,8 @@ class CommConfig:
     needs egress_quantum_bytes, caps the whole node's egress with one token bucket holding
     egress_burst_bytes (None: one quantum), at least one quantum. wcomm adds
     egress_max_bulk_flows (0: no cap), chunk_bytes (0: no chunked frames),
-    tcp_notsent_lowat_bytes (0: the kernel's default) and compression ("auto" or "off").
+    tcp_notsent_lowat_bytes (0: the kernel's default), tcp_max_pacing_rate_bytes_per_second
+    (0: unpaced) and compression ("auto" or "off").
     """
 
     max_message_bytes: int = 256 << 20
@@ -215,10 +217,12 @@ class CommConfig:
     tls: Optional[TlsConfig] = None
     # Responsiveness under load (docs/python.md): at most this many peers get bulk at once
     # with the scheduler on (0: no cap); chunk size of large messages (0: whole frames);
-    # TCP_NOTSENT_LOWAT (0: kernel default); adaptive zstd compression ("auto" or "off").
+    # TCP_NOTSENT_LOWAT (0: kernel default); SO_MAX_PACING_RATE, bytes per second per TCP
+    # connection (0: unpaced); adaptive zstd compression ("auto" or "off").
     egress_max_bulk_flows: int = 0
     chunk_bytes: int = 256 << 10
     tcp_notsent_lowat_bytes: int = 128 << 10
+    tcp_max_pacing_rate_bytes_per_second: int = 0
     compression: str = "auto"
     # Peers that join at run time (docs/python.md, "Peers that join and leave"): a HELLO from
     # a node not in the directory adds it; needs cluster_key or tls, or, on loopback / unix

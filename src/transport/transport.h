@@ -161,6 +161,8 @@ struct Options {
   int keepalive_interval_s = 0;
   // TCP_NOTSENT_LOWAT (0: the kernel's default): bounds the unsent bytes the kernel holds.
   int tcp_notsent_lowat_bytes = 0;
+  // SO_MAX_PACING_RATE, bytes per second (0: unpaced).
+  std::uint32_t tcp_max_pacing_rate_bytes_per_second = 0;
 };
 
 // A dial in progress. cancel() ends it: its handler then runs with operation_aborted (loop).

@@ -443,13 +443,42 @@ TEST(CommChunkingConfig, BadSettingsAreRefusedByName) {
   c = {};
   c.tcp_notsent_lowat_bytes = 1ull << 40;
   refused(c, "tcp_notsent_lowat_bytes");
+  c = {};
+  c.tcp_max_pacing_rate_bytes_per_second = 1ull << 32;  // the kernel's option is 32-bit
+  refused(c, "tcp_max_pacing_rate_bytes_per_second");
   auto node = parse_node_config(
       "local: {node_id: a, host: 127.0.0.1, port: 1}\npeers: []\ncomm: {chunk_bytes: 65536, compression: 'off', "
-      "tcp_notsent_lowat_bytes: 0, egress_quantum_bytes: 65536, egress_max_bulk_flows: 2}\n");
+      "tcp_notsent_lowat_bytes: 0, egress_quantum_bytes: 65536, egress_max_bulk_flows: 2, "
+      "tcp_max_pacing_rate_bytes_per_second: 15500000}\n");
+  EXPECT_EQ(node.comm.tcp_max_pacing_rate_bytes_per_second, 15'500'000u);
   EXPECT_EQ(node.comm.chunk_bytes, 65536u);
   EXPECT_EQ(node.comm.compression, "off");
   EXPECT_EQ(node.comm.tcp_notsent_lowat_bytes, 0u);
   EXPECT_EQ(node.comm.egress_max_bulk_flows, 2u);
+}
+
+TEST(CommPacing, TcpConnectionsArePacedByTheKernelAtTheConfiguredRate) {
+  // SO_MAX_PACING_RATE on both ends of a TCP connection (each paces what it sends); unset
+  // (the kernel's ~0: unlimited) without the setting.
+  auto rate = [](int fd) {
+    unsigned int r = 0;
+    socklen_t n = sizeof r;
+    getsockopt(fd, SOL_SOCKET, SO_MAX_PACING_RATE, &r, &n);
+    return static_cast<int>(r);
+  };
+  CommConfig paced;
+  paced.transport = "tcp";
+  paced.tcp_max_pacing_rate_bytes_per_second = 15'500'000;
+  auto on = make_pair(paced, paced);
+  wait_value(on.a->send(Value(1), on.a->peer("node-b")));
+  wait_value(on.b->recv(on.b->peer("node-a")));
+  EXPECT_EQ(on_both_tcp_ends(on.b->port(), rate), (std::vector<int>{15'500'000, 15'500'000}));
+  CommConfig unpaced;
+  unpaced.transport = "tcp";
+  auto off = make_pair(unpaced, unpaced);
+  wait_value(off.a->send(Value(1), off.a->peer("node-b")));
+  wait_value(off.b->recv(off.b->peer("node-a")));
+  EXPECT_EQ(on_both_tcp_ends(off.b->port(), rate), (std::vector<int>{-1, -1}));  // ~0u
 }
 
 }  // namespace

@@ -10,7 +10,10 @@
 
 #include <chrono>
 #include <cstdint>
+#include <filesystem>
+#include <functional>
 #include <future>
+#include <set>
 #include <memory>
 #include <string>
 #include <thread>
@@ -136,6 +139,38 @@ inline std::shared_ptr<Comm> comm_dialing_mute(const MuteListener& mute, double 
   config.connect_timeout_s = connect_timeout_s;
   return Comm::create({{"node-a", "127.0.0.1", port_a.port()}, {{"mute", "127.0.0.1", mute.port()}}, "127.0.0.1",
                        config});
+}
+
+// `read(fd)` on both ends of this process's TCP connections to `port`, read from the sockets
+// themselves: the dialer's end (peer port `port`), then the acceptor's end paired with it.
+inline std::vector<int> on_both_tcp_ends(std::uint16_t port, const std::function<int(int)>& read) {
+  struct End {
+    int fd;
+    std::uint16_t local, remote;
+  };
+  std::vector<End> ends;
+  std::set<std::filesystem::path> sockets;  // one end per socket (a socket may have several fds)
+  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
+    const int fd = std::stoi(entry.path().filename().string());
+    std::error_code ec;
+    if (!sockets.insert(std::filesystem::read_symlink(entry.path(), ec)).second || ec) continue;
+    sockaddr_in local{}, remote{};
+    socklen_t n = sizeof local, m = sizeof remote;
+    int type = 0;
+    socklen_t t = sizeof type;
+    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &t) != 0 || type != SOCK_STREAM) continue;
+    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &n) != 0 || local.sin_family != AF_INET) continue;
+    if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &m) != 0) continue;  // a listener
+    ends.push_back({fd, ntohs(local.sin_port), ntohs(remote.sin_port)});
+  }
+  std::vector<int> out;
+  for (const End& dialer : ends) {
+    if (dialer.remote != port) continue;
+    out.push_back(read(dialer.fd));
+    for (const End& acceptor : ends)
+      if (acceptor.local == port && acceptor.remote == dialer.local) out.push_back(read(acceptor.fd));
+  }
+  return out;
 }
 
 inline double seconds_since(std::chrono::steady_clock::time_point start) {

@@ -1,10 +1,5 @@
 // Sessions: features negotiated in HELLO (wcomm peers only), heartbeats on idle connections,
 // a silent peer declared dead, restart detection by incarnation, and peer events.
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <netinet/tcp.h>
-#include <sys/socket.h>
-
 #include <atomic>
 #include <cstdio>
 #include <filesystem>
@@ -339,45 +334,17 @@ TEST(CommSession, AHandshakeNotFinishedWithinItsTimeoutIsClosed) {
 }
 
 // The keepalive idle time (TCP_KEEPIDLE, seconds; 0 where SO_KEEPALIVE is off) on both ends
-// of this process's TCP connections to `port`: the dialer's end (peer port `port`), then the
-// acceptor's end paired with it, read from the sockets themselves. (/proc/net/tcp's timer
-// column was read before: it shows the retransmit timer instead while data is unacked, a
-// heartbeat in flight, and the test failed about once in a hundred loaded runs.)
+// of this process's TCP connection to `port`. (/proc/net/tcp's timer column was read before:
+// it shows the retransmit timer instead while data is unacked, a heartbeat in flight, and the
+// test failed about once in a hundred loaded runs.)
 std::vector<int> keepalive_idle(std::uint16_t port) {
-  struct End {
-    int fd;
-    std::uint16_t local, remote;
-  };
-  std::vector<End> ends;
-  std::set<std::filesystem::path> sockets;  // one end per socket (a socket may have several fds)
-  for (const auto& entry : std::filesystem::directory_iterator("/proc/self/fd")) {
-    const int fd = std::stoi(entry.path().filename().string());
-    std::error_code ec;
-    if (!sockets.insert(std::filesystem::read_symlink(entry.path(), ec)).second || ec) continue;
-    sockaddr_in local{}, remote{};
-    socklen_t n = sizeof local, m = sizeof remote;
-    int type = 0;
-    socklen_t t = sizeof type;
-    if (getsockopt(fd, SOL_SOCKET, SO_TYPE, &type, &t) != 0 || type != SOCK_STREAM) continue;
-    if (getsockname(fd, reinterpret_cast<sockaddr*>(&local), &n) != 0 || local.sin_family != AF_INET) continue;
-    if (getpeername(fd, reinterpret_cast<sockaddr*>(&remote), &m) != 0) continue;  // a listener
-    ends.push_back({fd, ntohs(local.sin_port), ntohs(remote.sin_port)});
-  }
-  auto idle = [](int fd) {
+  return on_both_tcp_ends(port, [](int fd) {
     int on = 0, seconds = 0;
     socklen_t n = sizeof on, m = sizeof seconds;
     getsockopt(fd, SOL_SOCKET, SO_KEEPALIVE, &on, &n);
     getsockopt(fd, IPPROTO_TCP, TCP_KEEPIDLE, &seconds, &m);
     return on ? seconds : 0;
-  };
-  std::vector<int> out;
-  for (const End& dialer : ends) {
-    if (dialer.remote != port) continue;
-    out.push_back(idle(dialer.fd));
-    for (const End& acceptor : ends)
-      if (acceptor.local == port && acceptor.remote == dialer.local) out.push_back(idle(acceptor.fd));
-  }
-  return out;
+  });
 }
 
 TEST(CommSession, TcpConnectionsKeepAliveOnTheHeartbeatsScale) {

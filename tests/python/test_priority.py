@@ -31,6 +31,7 @@ def test_options_are_checked(bad, match):
     (dict(chunk_bytes=100), "chunk_bytes"),
     (dict(compression="lz4"), "compression"),
     (dict(egress_max_bulk_flows=2), "egress_max_bulk_flows"),
+    (dict(tcp_max_pacing_rate_bytes_per_second=1 << 32), "tcp_max_pacing_rate_bytes_per_second"),
 ])
 def test_config_keys_are_checked(bad, match):
     with pytest.raises(ValueError, match=match):

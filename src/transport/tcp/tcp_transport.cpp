@@ -38,6 +38,11 @@ std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options, boo
   if (options.tcp_notsent_lowat_bytes > 0)
     socket.set_option(asio::detail::socket_option::integer<IPPROTO_TCP, TCP_NOTSENT_LOWAT>(options.tcp_notsent_lowat_bytes),
                       ec);
+  if (options.tcp_max_pacing_rate_bytes_per_second > 0)
+    socket.set_option(
+        asio::detail::socket_option::integer<SOL_SOCKET, SO_MAX_PACING_RATE>(
+            static_cast<int>(options.tcp_max_pacing_rate_bytes_per_second)),
+        ec);
   const auto local = socket.local_endpoint(ec);
   const auto remote = socket.remote_endpoint(ec);
   std::string description = "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote);
