@@ -1,11 +1,13 @@
 #!/usr/bin/env bash
-# Every station uploading to the host behind the access point at once (docs/wifi.md, "Stations
-# uploading at once"): per-station goodput and Jain's index for iperf3 (one TCP stream per
-# station), wcomm (wireless_comm) and V0.1's design (asyncio TCP, length-prefixed frames), in
-# that order, each for DURATION seconds, with the emulator's lag over each phase. Runs inside
-# scripts/wifi-cell.sh:
+# Flows sharing the cell at once (docs/wifi.md, "Flows sharing the cell"): per-flow goodput and
+# Jain's index for iperf3 (one TCP stream per flow), wcomm (wireless_comm) and V0.1's design
+# (asyncio TCP, length-prefixed frames; apps/wifi_cell/fairness_flows.py), each for DURATION
+# seconds with the emulator's lag over each phase, in two patterns: every station uploading to
+# the host behind the access point, and that host sending to every station at once (fan-out).
+# Runs inside scripts/wifi-cell.sh:
 #   OUT=/tmp/fair scripts/wifi-cell.sh --stations 3 --width 40 --mcs 7 -- bash apps/wifi_cell/fairness-study.sh
-# Environment: DURATION (default 10), OUT (where the results go), PY (default /usr/bin/python3).
+# Environment: DURATION (default 10), OUT (where the results go), PY (default /usr/bin/python3),
+# PATTERNS (default "upload fanout").
 set -eu
 n=$WIFI_CELL_STATIONS host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} py=${PY:-/usr/bin/python3}
 d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd)
@@ -14,42 +16,72 @@ mark() { wc -l < "$WIFI_CELL_LOG"; }
 lag() { tail -n +"$1" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
 w=[json.loads(l) for l in sys.stdin if "\"lag\"" in l]
 print("  lag over %d windows: mean %.3f ms, worst window mean %.3f ms, cpu %.0f%%" % (len(w), sum(x["mean_ms"] for x in w)/max(1,len(w)), max([x["mean_ms"] for x in w] or [0]), 100*sum(x["cpu"] for x in w)/max(1,len(w))))'; }
-stations=$(for i in $(seq 1 "$n"); do v=WIFI_CELL_STA_ADDR_$i; printf '%s,' "${!v}"; done); stations=${stations%,}
-echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $n stations uploading to $addr for $d s"
-
-# iperf3: one server per station on the host, all clients at once
-m=$(mark)
-for i in $(seq 1 "$n"); do timeout $((d + 20)) ip netns exec "$host" iperf3 -s -1 -p $((5200 + i)) > /dev/null & done
-sleep 0.5
-for i in $(seq 1 "$n"); do
-  ns=WIFI_CELL_STA_NS_$i
-  timeout $((d + 20)) ip netns exec "${!ns}" iperf3 -c "$addr" -p $((5200 + i)) -t "$d" -J > "$out/iperf3-$i.json" &
-done
-wait
-python3 - "$out" "$n" <<'PY'
+# summary DESIGN PATTERN FILE...: the flows' Mbit/s from the sinks' JSON lines, their sum, Jain
+summary() { python3 - "$@" <<'PY'
 import json, sys
-out, n = sys.argv[1], int(sys.argv[2])
-x = [json.load(open(f"{out}/iperf3-{i}.json"))["end"]["sum_received"]["bits_per_second"] / 1e6 for i in range(1, n + 1)]
-r = {"design": "iperf3", "station_mbps": [round(v, 2) for v in x], "sum_mbps": round(sum(x), 2),
-     "jain": round(sum(x) ** 2 / (n * sum(v * v for v in x)), 4)}
-print(json.dumps(r)); open(f"{out}/fair-iperf3.json", "w").write(json.dumps(r))
+design, pattern, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+x = [v for f in files for v in json.load(open(f))["flows_mbps"].values()]
+r = {"design": design, "pattern": pattern, "flow_mbps": x, "sum_mbps": round(sum(x), 2),
+     "jain": round(sum(x) ** 2 / (len(x) * sum(v * v for v in x)), 4) if any(x) else 0}
+print(json.dumps(r))
 PY
-lag "$m"
+}
+sta_ns() { v=WIFI_CELL_STA_NS_$1; echo "${!v}"; }
+sta_addr() { v=WIFI_CELL_STA_ADDR_$1; echo "${!v}"; }
+stations=$(for i in $(seq 1 "$n"); do printf '%s,' "$(sta_addr "$i")"; done); stations=${stations%,}
+echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $n stations, $d s a phase"
 
-for design in wcomm v01; do
+for pattern in ${PATTERNS:-upload fanout}; do
+  # iperf3: one stream per flow, all at once
   m=$(mark)
-  start=$(python3 -c "import time; print(time.time() + 3)")
-  common=(--design "$design" --host "$addr" --port 47300 --start "$start" --duration "$d")
-  timeout $((d + 40)) ip netns exec "$host" "$py" "$here/upload_fairness.py" sink "${common[@]}" --stations "$stations" \
-    > "$out/fair-$design.json" &
-  sink=$!
+  for i in $(seq 1 "$n"); do
+    if [ "$pattern" = upload ]; then server_ns=$host client_ns=$(sta_ns "$i") to=$addr
+    else server_ns=$(sta_ns "$i") client_ns=$host to=$(sta_addr "$i"); fi
+    timeout $((d + 20)) ip netns exec "$server_ns" iperf3 -s -1 -p $((5200 + i)) -J > "$out/iperf3-$pattern-$i.json" &
+  done
   sleep 0.5
   for i in $(seq 1 "$n"); do
-    ns=WIFI_CELL_STA_NS_$i a=WIFI_CELL_STA_ADDR_$i
-    timeout $((d + 40)) ip netns exec "${!ns}" "$py" "$here/upload_fairness.py" source "${common[@]}" --index "$i" --local "${!a}" &
+    if [ "$pattern" = upload ]; then client_ns=$(sta_ns "$i") to=$addr; else client_ns=$host to=$(sta_addr "$i"); fi
+    timeout $((d + 20)) ip netns exec "$client_ns" iperf3 -c "$to" -p $((5200 + i)) -t "$d" > /dev/null &
   done
   wait
-  cat "$out/fair-$design.json"
+  python3 - "$out" "$pattern" "$n" > "$out/flows-iperf3-$pattern.json" <<'PY'
+import json, sys
+out, pattern, n = sys.argv[1], sys.argv[2], int(sys.argv[3])
+x = {str(i): round(json.load(open(f"{out}/iperf3-{pattern}-{i}.json"))["end"]["sum_received"]["bits_per_second"] / 1e6, 2)
+     for i in range(1, n + 1)}
+print(json.dumps({"flows_mbps": x}))
+PY
+  summary iperf3 "$pattern" "$out/flows-iperf3-$pattern.json"
   lag "$m"
+
+  for design in wcomm v01; do
+    m=$(mark)
+    start=$(python3 -c "import time; print(time.time() + 3)")
+    common=(--design "$design" --port 47300 --start "$start" --duration "$d")
+    sinks=()
+    if [ "$pattern" = upload ]; then
+      timeout $((d + 40)) ip netns exec "$host" "$py" "$here/fairness_flows.py" sink "${common[@]}" --local "$addr" \
+        --peers "$stations" > "$out/flows-$design-$pattern-host.json" &
+      sinks+=("$out/flows-$design-$pattern-host.json")
+      sleep 0.5
+      for i in $(seq 1 "$n"); do
+        timeout $((d + 40)) ip netns exec "$(sta_ns "$i")" "$py" "$here/fairness_flows.py" source "${common[@]}" \
+          --local "$(sta_addr "$i")" --peers "$addr" &
+      done
+    else
+      for i in $(seq 1 "$n"); do
+        timeout $((d + 40)) ip netns exec "$(sta_ns "$i")" "$py" "$here/fairness_flows.py" sink "${common[@]}" \
+          --local "$(sta_addr "$i")" --peers "$addr" > "$out/flows-$design-$pattern-$i.json" &
+        sinks+=("$out/flows-$design-$pattern-$i.json")
+      done
+      sleep 0.5
+      timeout $((d + 40)) ip netns exec "$host" "$py" "$here/fairness_flows.py" source "${common[@]}" --local "$addr" \
+        --peers "$stations" &
+    fi
+    wait
+    summary "$design" "$pattern" "${sinks[@]}"
+    lag "$m"
+  done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
