@@ -6,11 +6,12 @@
 # the host behind the access point, and that host sending to every station at once (fan-out).
 # Runs inside scripts/wifi-cell.sh:
 #   OUT=/tmp/fair scripts/wifi-cell.sh --stations 3 --width 40 --mcs 7 -- bash apps/wifi_cell/fairness-study.sh
+# Fan-out also runs wcomm's own `wcomm bench fanout` (C++) with the egress scheduler off and on.
 # Environment: DURATION (default 10), OUT (where the results go), PY (default /usr/bin/python3),
-# PATTERNS (default "upload fanout").
+# PATTERNS (default "upload fanout"), CLI (default build/wcomm).
 set -eu
 n=$WIFI_CELL_STATIONS host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} py=${PY:-/usr/bin/python3}
-d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd)
+d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd) cli=${CLI:-build/wcomm}
 mkdir -p "$out"
 mark() { wc -l < "$WIFI_CELL_LOG"; }
 lag() { tail -n +"$1" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
@@ -81,6 +82,39 @@ PY
     fi
     wait
     summary "$design" "$pattern" "${sinks[@]}"
+    lag "$m"
+  done
+  [ "$pattern" = fanout ] || continue
+  # wcomm's own fan-out benchmark (C++: `wcomm bench fanout` / `sink`), egress scheduler off and on
+  for scheduler in off on; do
+    m=$(mark)
+    extra=""; [ "$scheduler" = on ] && extra=", egress_quantum_bytes: 65536"
+    peers=""; ids=()
+    for i in $(seq 1 "$n"); do
+      peers+="{node_id: sta$i, host: $(sta_addr "$i"), port: 47400}, "; ids+=("sta$i")
+      cat > "$out/sink-$i.yaml" <<YAML
+local: {node_id: sta$i, host: $(sta_addr "$i"), port: 47400}
+peers: [{node_id: host, host: $addr, port: 47400}]
+comm: {heartbeat_interval_s: 0}
+YAML
+      timeout $((d + 40)) ip netns exec "$(sta_ns "$i")" "$cli" bench --config "$out/sink-$i.yaml" sink --peer host \
+        --wait-timeout 30 --quiet &
+    done
+    cat > "$out/fanout.yaml" <<YAML
+local: {node_id: host, host: $addr, port: 47400}
+peers: [${peers%, }]
+comm: {heartbeat_interval_s: 0$extra}
+YAML
+    sleep 1
+    timeout $((d + 40)) ip netns exec "$host" "$cli" bench --config "$out/fanout.yaml" fanout --peers "${ids[@]}" \
+      --duration "$d" --quiet --output "$out/bench-fanout-$scheduler.json"
+    wait
+    python3 - "$out/bench-fanout-$scheduler.json" "$scheduler" <<'PY'
+import json, sys
+r = json.load(open(sys.argv[1]))
+print("wcomm bench fanout, egress scheduler %s: %s; sum %.1f Mbit/s; Jain %.4f" % (sys.argv[2],
+      " / ".join("%.1f" % p["goodput_mbps"] for p in r["per_peer"]), r["aggregate_goodput_mbps"], r["jain_index"]))
+PY
     lag "$m"
   done
 done
