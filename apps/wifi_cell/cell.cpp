@@ -89,7 +89,8 @@ Cell build_cell(const Options& o) {
   place(cell.ap, 0.0, 0.0);
   for (uint32_t i = 0; i < cell.stations.GetN(); ++i) {
     const double angle = 2.0 * M_PI * i / cell.stations.GetN();
-    place(cell.stations.Get(i), o.distance_m * std::cos(angle), o.distance_m * std::sin(angle));
+    const double d = distance_of(o, i);
+    place(cell.stations.Get(i), d * std::cos(angle), d * std::sin(angle));
     auto radio = DynamicCast<WifiNetDevice>(station_devices.Get(i));
     size_queues(radio, o);
     cell.station_radios.push_back(radio);

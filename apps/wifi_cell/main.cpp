@@ -85,13 +85,13 @@ class AssociationWatch {
 };
 
 void print_cell(const Options& o, const Cell& cell) {
-  std::string line = format("{\"event\":\"cell\",\"standard\":\"802.11%s\",\"width_mhz\":%d,\"rate\":\"%s\",\"distance_m\":%g,"
+  std::string line = format("{\"event\":\"cell\",\"standard\":\"802.11%s\",\"width_mhz\":%d,\"rate\":\"%s\","
               "\"fading_hz\":%g,\"wired_delay_ms\":%g,\"neighbour_mbps\":%g,\"mac_queue_packets\":%d,\"stations\":[",
-              o.standard.c_str(), o.width_mhz, o.mcs < 0 ? "minstrel" : data_mode(o).c_str(), o.distance_m,
+              o.standard.c_str(), o.width_mhz, o.mcs < 0 ? "minstrel" : data_mode(o).c_str(),
               o.fading_hz, o.wired_delay_ms, o.neighbour_mbps, o.mac_queue_packets);
   for (size_t i = 0; i < o.stations.size(); ++i)
-    line += format("%s{\"tap\":\"%s\",\"mac\":\"%s\"}", i ? "," : "", endpoint_text(o.stations[i]).c_str(),
-                mac_text(cell.station_radios[i]->GetAddress()).c_str());
+    line += format("%s{\"tap\":\"%s\",\"mac\":\"%s\",\"distance_m\":%g}", i ? "," : "", endpoint_text(o.stations[i]).c_str(),
+                mac_text(cell.station_radios[i]->GetAddress()).c_str(), distance_of(o, i));
   line += format("],\"ap_host\":\"%s\"}", o.has_ap_host ? endpoint_text(o.ap_host).c_str() : "");
   emit(std::move(line));
 }

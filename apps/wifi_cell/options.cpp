@@ -49,7 +49,12 @@ bool parse_options(int argc, char** argv, Options& o) {
   app.add_option("--standard", o.standard, "802.11 standard, 5 GHz")->check(CLI::IsMember({"n", "ac", "ax"}))->capture_default_str();
   app.add_option("--width", o.width_mhz, "channel width, MHz")->check(CLI::IsMember({20, 40, 80, 160}))->capture_default_str();
   app.add_option("--mcs", mcs, "fixed MCS (one spatial stream), or 'minstrel' for Minstrel-HT rate control")->capture_default_str();
-  app.add_option("--distance", o.distance_m, "station to access point, m (log-distance loss, exponent 3)")->check(CLI::Range(0.1, 1000.0))->capture_default_str();
+  app.add_option("--distance", o.distances_m,
+                 "station to access point, m (log-distance loss, exponent 3): one for every station, or one per "
+                 "station in --station order, comma-separated (unequal links: Minstrel gives the far ones slower rates)")
+      ->delimiter(',')
+      ->check(CLI::Range(0.1, 1000.0))
+      ->capture_default_str();
   app.add_option("--fading-hz", o.fading_hz, "Jakes fading with this Doppler frequency, Hz; 0: none")->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   app.add_option("--wired-delay-ms", o.wired_delay_ms, "one-way delay between the access point and --ap-host, ms")->check(CLI::Range(0.0, 1000.0))->capture_default_str();
   app.add_option("--neighbour-mbps", o.neighbour_mbps, "mean Mbit/s of a bursty neighbouring network on the same channel; 0: none")->check(CLI::Range(0.0, 1000.0))->capture_default_str();
@@ -70,6 +75,9 @@ bool parse_options(int argc, char** argv, Options& o) {
     throw std::invalid_argument(e.what());
   }
   for (const auto& s : stations) o.stations.push_back(parse_endpoint(s, "--station"));
+  if (o.distances_m.size() != 1 && o.distances_m.size() != o.stations.size())
+    throw std::invalid_argument("--distance: " + std::to_string(o.distances_m.size()) + " distances for " +
+                                std::to_string(o.stations.size()) + " stations (give one for all, or one per station)");
   if (!ap_host.empty()) {
     o.has_ap_host = true;
     o.ap_host = parse_endpoint(ap_host, "--ap-host");
@@ -88,6 +96,10 @@ bool parse_options(int argc, char** argv, Options& o) {
   check_rate(o);
   if (o.standard == "n" && o.width_mhz > 40) throw std::invalid_argument("--width: 802.11n goes up to 40 MHz");
   return true;
+}
+
+double distance_of(const Options& o, std::size_t station) {
+  return o.distances_m.size() == 1 ? o.distances_m[0] : o.distances_m.at(station);
 }
 
 std::string data_mode(const Options& o) {

@@ -19,7 +19,8 @@ struct Options {
   std::string standard = "ax";     // n, ac or ax (5 GHz)
   int width_mhz = 40;
   int mcs = 7;                     // -1: Minstrel-HT picks the rate
-  double distance_m = 5.0;         // station to access point
+  // Station to access point, m: one per station (in --station order), or one for all.
+  std::vector<double> distances_m{5.0};
   double fading_hz = 0.0;          // Jakes Doppler frequency; 0: no fading
   double wired_delay_ms = 0.0;     // one way, between the access point and its host
   double neighbour_mbps = 0.0;     // mean load of a bursty neighbouring network; 0: none
@@ -36,6 +37,9 @@ struct Options {
 // Parses argv; throws std::invalid_argument with a message for the user on a bad argument.
 // Returns false when --help was printed.
 bool parse_options(int argc, char** argv, Options& out);
+
+// Station i's distance from the access point (Options::distances_m).
+double distance_of(const Options& o, std::size_t station);
 
 // "HeMcs7" etc.: the ns-3 mode name of a fixed rate for the chosen standard.
 std::string data_mode(const Options& options);
