@@ -6,6 +6,7 @@
 # over the probes' own connection (wcomm's), once with wcomm's defaults and once with chunking
 # off (`--chunk-bytes 0`: whole frames, as V0.1 writes them). Runs inside scripts/wifi-cell.sh:
 #   CLI=build/wcomm OUT=/tmp/load scripts/wifi-cell.sh --width 40 --mcs 7 -- bash apps/wifi_cell/load-study.sh
+# Each configuration's report is also rendered as an HTML page with its plots (load-*.html).
 # Environment: CLI, OUT, FRACTIONS (default "0.25 0.5 0.75 1.0"), LOAD_S (default 8),
 # CHUNKS (default "default 0").
 set -eu
@@ -35,6 +36,8 @@ for chunk in ${CHUNKS:-default 0}; do
     --load-tensor-bytes 67108864 --load-duration "${LOAD_S:-8}" --load-probe-interval 0.05 "${chunk_arg[@]}" \
     --operation-timeout 60 --output "$out/load-$chunk.json"
   wait
+  # The report's page: round trips by background and fraction plotted against the load delivered
+  "$cli" report --quiet "$out/load-$chunk.json" -o "$out/load-$chunk.html"
   python3 - "$out/load-$chunk.json" "$chunk" <<'PY'
 import json, sys
 r = json.load(open(sys.argv[1]))
