@@ -12,6 +12,7 @@
 # zeros that zstd would shrink to nothing).
 set -eu
 n=$WIFI_CELL_STATIONS out=$(mkdir -p "${OUT:-.}" && cd "${OUT:-.}" && pwd) cli=$(realpath "${CLI:-build/wcomm}")
+source "$(dirname "$0")/study-common.sh"  # mark, lag
 tmp=$(mktemp -d /tmp/wifi-cluster.XXXXXX)
 sshd_pids=()
 cleanup() {
@@ -101,7 +102,7 @@ benchmark:
   algorithm: $algorithm
 comm: {compression: ${COMPRESSION:-off}}
 YAML
-  m=$(wc -l < "$WIFI_CELL_LOG")
+  m=$(mark)
   (cd "$tmp" && ip netns exec "$WIFI_CELL_AP_NS" env PATH="$tmp/bin:$PATH" "$cli" cluster launch \
     --config "$tmp/cluster-$algorithm.yaml" --output "$out/cluster-$algorithm.json" --timeout 600) > /dev/null
   python3 - "$out/cluster-$algorithm.json" "$algorithm" <<'PY'
@@ -112,7 +113,5 @@ for name, sizes in r["collective_summary"].items():
         c = s["collective_completion_ms"]
         print("%s %s %s B: p50 %.1f ms, p99 %.1f ms (%d rounds)" % (sys.argv[2], name, size, c["p50"], c["p99"], c["sample_count"]))
 PY
-  tail -n +"$m" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
-w=[json.loads(l) for l in sys.stdin if "\"lag\"" in l]
-print("  lag over %d windows: mean %.3f ms, worst window mean %.3f ms, cpu %.0f%%" % (len(w), sum(x["mean_ms"] for x in w)/max(1,len(w)), max([x["mean_ms"] for x in w] or [0]), 100*sum(x["cpu"] for x in w)/max(1,len(w))))'
+  lag "$m"
 done

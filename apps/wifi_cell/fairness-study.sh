@@ -13,10 +13,7 @@ set -eu
 n=$WIFI_CELL_STATIONS host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} py=${PY:-/usr/bin/python3}
 d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd) cli=${CLI:-build/wcomm}
 mkdir -p "$out"
-mark() { wc -l < "$WIFI_CELL_LOG"; }
-lag() { tail -n +"$1" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
-w=[json.loads(l) for l in sys.stdin if "\"lag\"" in l]
-print("  lag over %d windows: mean %.3f ms, worst window mean %.3f ms, cpu %.0f%%" % (len(w), sum(x["mean_ms"] for x in w)/max(1,len(w)), max([x["mean_ms"] for x in w] or [0]), 100*sum(x["cpu"] for x in w)/max(1,len(w))))'; }
+source "$(dirname "$0")/study-common.sh"  # mark, lag
 # summary DESIGN PATTERN FILE...: the flows' Mbit/s from the sinks' JSON lines, their sum, Jain
 summary() { python3 - "$@" <<'PY'
 import json, sys

@@ -11,11 +11,7 @@
 set -eu
 sta=$WIFI_CELL_STA_NS_1 host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} cli=${CLI:-build/wcomm}
 mkdir -p "$out"
-mark() { wc -l < "$WIFI_CELL_LOG"; }
-# lag <first line>: mean of the 1 s windows' means and the max since that line of the log
-lag() { tail -n +"$1" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
-w=[json.loads(l) for l in sys.stdin if "\"lag\"" in l]
-print("lag over %d windows: mean %.3f ms, worst window mean %.3f ms, max %.2f ms, cpu %.0f%%" % (len(w), sum(x["mean_ms"] for x in w)/max(1,len(w)), max([x["mean_ms"] for x in w] or [0]), max([x["max_ms"] for x in w] or [0]), 100*sum(x["cpu"] for x in w)/max(1,len(w))))'; }
+source "$(dirname "$0")/study-common.sh"  # mark, lag
 pings() { python3 -c 'import re,sys
 t=sorted(float(m) for m in re.findall(r"time=([0-9.]+) ms", open(sys.argv[1]).read()))
 q=lambda p: t[min(len(t)-1, int(p*len(t)))]

@@ -12,6 +12,7 @@
 set -eu
 sta=$WIFI_CELL_STA_NS_1 host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} cli=${CLI:-build/wcomm}
 mkdir -p "$out"
+source "$(dirname "$0")/study-common.sh"  # mark, lag
 cat > "$out/b.yaml" <<YAML
 local: {node_id: node-b, host: $addr, port: 47211}
 peers: [{node_id: node-a, host: $WIFI_CELL_STA_ADDR_1, port: 1}]
@@ -26,7 +27,7 @@ echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
 fractions=$(echo ${FRACTIONS:-0.25 0.5 0.75 1.0} | tr ' ' ,)
 for chunk in ${CHUNKS:-default 0}; do
   chunk_arg=(); [ "$chunk" = default ] || chunk_arg=(--chunk-bytes "$chunk")
-  m=$(wc -l < "$WIFI_CELL_LOG")
+  m=$(mark)
   timeout 400 ip netns exec "$host" "$cli" bench --config "$out/b.yaml" responder --peer node-a --wait-timeout 60 --quiet &
   sleep 1
   timeout 400 ip netns exec "$sta" "$cli" bench --config "$out/a.yaml" initiator --peer node-b --quiet \
@@ -48,7 +49,5 @@ for l in r["latency_under_load"]:
     print("  %-6s %4.0f %%: %.1f Mbit/s; p50 %.1f p99 %.1f ms from schedule; closed-loop p50 %.1f p99 %.1f ms; p99 %.0fx alone"
           % (l.get("background", "?"), 100 * l.get("load_fraction", 0), l.get("delivered_mbps", 0), s["p50"], s["p99"], c["p50"], c["p99"], s["p99"] / u["p99"]))
 PY
-  tail -n +"$m" "$WIFI_CELL_LOG" | python3 -c 'import json,sys
-w=[json.loads(l) for l in sys.stdin if "\"lag\"" in l]
-print("  lag over %d windows: mean %.3f ms, worst window mean %.3f ms, cpu %.0f%%" % (len(w), sum(x["mean_ms"] for x in w)/max(1,len(w)), max([x["mean_ms"] for x in w] or [0]), 100*sum(x["cpu"] for x in w)/max(1,len(w))))'
+  lag "$m"
 done

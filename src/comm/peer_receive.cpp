@@ -87,13 +87,12 @@ void PeerState::rearm_for(const std::shared_ptr<RecvWaiter>& waiter) {
 
 void PeerState::arm_deadline_timer(Clock::time_point at) { deadline_timer_.arm_for(at); }
 
+// (Never while closing: close_all stops the timer before it fails everything.)
 Clock::time_point PeerState::expire_due() {
-  if (session_.closing()) return Clock::time_point::max();  // close_all failed everything
   const Clock::time_point next_send = outbox_.expire_due_sends();
   Clock::time_point next_recv;
   std::vector<std::shared_ptr<RecvWaiter>> due = inbox_.lock().take_due(Clock::now(), next_recv);
   for (auto& w : due) complete_recv(w, timeout_error("recv", peer_, *w->timeout), /*by_loop=*/true, nullptr);
-  if (session_.closing()) return Clock::time_point::max();
   return std::min(next_send, next_recv);
 }
 

@@ -428,6 +428,8 @@ def test_an_agents_listener_requests_reach_a_listener_in_the_order_made():
     server.listen(8)
     server.settimeout(5)
     port = server.getsockname()[1]
+    # (timeout: how long b waits for each reply. Any value well over the 0.3 s hold is the
+    # contract; 10 s only guards the test against a reply that never comes.)
     b = agent(timeout=10)
     try:
         b.send_local_metadata("127.0.0.1", port)
