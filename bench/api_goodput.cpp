@@ -4,7 +4,8 @@
 // Usage: api_goodput [bytes (default 64 MiB)] [count (default 16)] [transport: tcp, unix, shm or tls
 //        (comm_pair.h)]
 //        [recv, or how many recv_into are posted ahead (default 1)]
-// Environment: WCOMM_BENCH_CHUNK_BYTES, WCOMM_BENCH_NOTSENT_LOWAT override those CommConfig keys.
+// Environment: WCOMM_BENCH_CHUNK_BYTES, WCOMM_BENCH_NOTSENT_LOWAT, WCOMM_BENCH_QUEUE_TARGET_US
+// override those CommConfig keys (the last: tcp_target_queue_delay_us).
 #include <cstdlib>
 #include <deque>
 
@@ -29,6 +30,7 @@ int main(int argc, char** argv) {
   // To compare against chunked frames and TCP_NOTSENT_LOWAT off (docs/performance.md).
   if (const char* v = std::getenv("WCOMM_BENCH_CHUNK_BYTES")) config.chunk_bytes = std::strtoull(v, nullptr, 10);
   if (const char* v = std::getenv("WCOMM_BENCH_NOTSENT_LOWAT")) config.tcp_notsent_lowat_bytes = std::strtoull(v, nullptr, 10);
+  if (const char* v = std::getenv("WCOMM_BENCH_QUEUE_TARGET_US")) config.tcp_target_queue_delay_us = std::strtoull(v, nullptr, 10);
 
   return run_comm_pair(
       transport, config,

@@ -7,7 +7,9 @@
 #   CLI=build/wcomm OUT=/tmp/study scripts/wifi-cell.sh --width 40 --mcs 7 -- bash apps/wifi_cell/first-study.sh
 # Environment: CHUNKS (node-a's chunk sizes to run, "default" = its comm.chunk_bytes; default
 # "default 0"), EXTRA_COMM (more of node-a's comm settings, e.g. ", tcp_notsent_lowat_bytes:
-# 16384"), LOAD_S (seconds of tensor load, default 10), OUT (where the reports go), CLI.
+# 16384"), TARGETS (node-a's comm.tcp_target_queue_delay_us values to run, each with every
+# chunk size; "default" = the Comm's default, which is the default), LOAD_S (seconds of
+# tensor load, default 10), OUT (where the reports go), CLI.
 set -eu
 sta=$WIFI_CELL_STA_NS_1 host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} cli=${CLI:-build/wcomm}
 mkdir -p "$out"
@@ -34,11 +36,13 @@ local: {node_id: node-b, host: $addr, port: 47211}
 peers: [{node_id: node-a, host: $WIFI_CELL_STA_ADDR_1, port: 1}]
 comm: {heartbeat_interval_s: 0}
 YAML
+for target in ${TARGETS:-default}; do
 for chunk in ${CHUNKS:-default 0}; do
+  target_comm=""; [ "$target" = default ] || target_comm=", tcp_target_queue_delay_us: $target"
   cat > "$out/a.yaml" <<YAML
 local: {node_id: node-a, host: $WIFI_CELL_STA_ADDR_1, port: 0}
 peers: [{node_id: node-b, host: $addr, port: 47211}]
-comm: {heartbeat_interval_s: 0${EXTRA_COMM:-}}
+comm: {heartbeat_interval_s: 0${target_comm}${EXTRA_COMM:-}}
 YAML
   chunk_arg=(); [ "$chunk" = default ] || chunk_arg=(--chunk-bytes "$chunk")
   m=$(mark)
@@ -49,12 +53,13 @@ YAML
     --throughput-target-bytes 134217728 --throughput-trials 1 --directions upload --ping-count 1 \
     --load-fractions 1.0 --load-directions upload --load-backgrounds tensor --load-tensor-bytes 67108864 \
     --load-duration ${LOAD_S:-10} --load-probe-interval 0.05 "${chunk_arg[@]}" --operation-timeout 60 \
-    --output "$out/bench-$chunk.json"
+    --output "$out/bench-$target-$chunk.json"
   wait
   python3 -c 'import json,sys
 r=json.load(open(sys.argv[1])); u=r["latency"][0]["summary_ms"]; l=r["latency_under_load"][0]
 tp=r["throughput"]["upload"]
-print("wcomm bench (chunk %s): goodput %s Mbit/s; 64 B alone p50 %.2f p99 %.2f ms; under 64 MiB tensors (%.1f Mbit/s) p50 %.2f p99 %.2f ms from schedule, closed-loop p50 %.2f p99 %.2f ms, %d probes; ratio p99 %.1fx" % (sys.argv[2], " / ".join("%d B %.1f" % (t["payload_bytes_per_message"], t["aggregate_goodput_mbps"]["p50"]) for t in tp), u["p50"], u["p99"], l["delivered_mbps"], l["rtt_from_schedule_ms"]["p50"], l["rtt_from_schedule_ms"]["p99"], l["rtt_ms"]["p50"], l["rtt_ms"]["p99"], l["rtt_ms"]["sample_count"], l["rtt_from_schedule_ms"]["p99"]/u["p99"]))' "$out/bench-$chunk.json" "$chunk"
+print("wcomm bench (target %s, chunk %s): goodput %s Mbit/s; 64 B alone p50 %.2f p99 %.2f ms; under 64 MiB tensors (%.1f Mbit/s) p50 %.2f p99 %.2f ms from schedule, closed-loop p50 %.2f p99 %.2f ms, %d probes; ratio p99 %.1fx" % (sys.argv[2], sys.argv[3], " / ".join("%d B %.1f" % (t["payload_bytes_per_message"], t["aggregate_goodput_mbps"]["p50"]) for t in tp), u["p50"], u["p99"], l["delivered_mbps"], l["rtt_from_schedule_ms"]["p50"], l["rtt_from_schedule_ms"]["p99"], l["rtt_ms"]["p50"], l["rtt_ms"]["p99"], l["rtt_ms"]["sample_count"], l["rtt_from_schedule_ms"]["p99"]/u["p99"]))' "$out/bench-$target-$chunk.json" "$target" "$chunk"
   lag "$m"
+done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"

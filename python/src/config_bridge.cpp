@@ -39,6 +39,7 @@ void for_each_field(CommConfig& c, Fn&& fn) {
   fn("chunk_bytes", c.chunk_bytes);
   fn("tcp_notsent_lowat_bytes", c.tcp_notsent_lowat_bytes);
   fn("tcp_max_pacing_rate_bytes_per_second", c.tcp_max_pacing_rate_bytes_per_second);
+  fn("tcp_target_queue_delay_us", c.tcp_target_queue_delay_us);
   fn("compression", c.compression);
   fn("accept_unknown_peers", c.accept_unknown_peers);
   fn("allow_unauthenticated_joins", c.allow_unauthenticated_joins);

@@ -132,6 +132,7 @@ _INT_FIELDS = (
     "chunk_bytes",
     "tcp_notsent_lowat_bytes",
     "tcp_max_pacing_rate_bytes_per_second",
+    "tcp_target_queue_delay_us",
     "max_peers",
 )
 _EGRESS_FIELDS = ("egress_quantum_bytes", "egress_rate_bytes_per_second", "egress_burst_bytes")
@@ -176,7 +177,7 @@ class CommConfig:
     egress_burst_bytes (None: one quantum), at least one quantum. wcomm adds
     egress_max_bulk_flows (0: no cap), chunk_bytes (0: no chunked frames),
     tcp_notsent_lowat_bytes (0: the kernel's default), tcp_max_pacing_rate_bytes_per_second
-    (0: unpaced) and compression ("auto" or "off").
+    (0: unpaced), tcp_target_queue_delay_us (0: no bound) and compression ("auto" or "off").
     """
 
     max_message_bytes: int = 256 << 20
@@ -218,11 +219,13 @@ class CommConfig:
     # Responsiveness under load (docs/python.md): at most this many peers get bulk at once
     # with the scheduler on (0: no cap); chunk size of large messages (0: whole frames);
     # TCP_NOTSENT_LOWAT (0: kernel default); SO_MAX_PACING_RATE, bytes per second per TCP
-    # connection (0: unpaced); adaptive zstd compression ("auto" or "off").
+    # connection (0: unpaced); the queueing delay a TCP connection may add on a path that
+    # queues (0: no bound); adaptive zstd compression ("auto" or "off").
     egress_max_bulk_flows: int = 0
     chunk_bytes: int = 256 << 10
     tcp_notsent_lowat_bytes: int = 128 << 10
     tcp_max_pacing_rate_bytes_per_second: int = 0
+    tcp_target_queue_delay_us: int = 4000
     compression: str = "auto"
     # Peers that join at run time (docs/python.md, "Peers that join and leave"): a HELLO from
     # a node not in the directory adds it; needs cluster_key or tls, or, on loopback / unix

@@ -44,6 +44,7 @@ transport::Options Comm::Impl::transport_options() const {
   o.tls = tls;
   o.tcp_notsent_lowat_bytes = static_cast<int>(spec.comm.tcp_notsent_lowat_bytes);
   o.tcp_max_pacing_rate_bytes_per_second = static_cast<std::uint32_t>(spec.comm.tcp_max_pacing_rate_bytes_per_second);
+  o.tcp_target_queue_delay = std::chrono::microseconds(spec.comm.tcp_target_queue_delay_us);
   const double hb = spec.comm.heartbeat_interval_s;
   if (hb > 0) {
     o.keepalive_idle_s = std::max(1, static_cast<int>(std::ceil(3 * hb)));

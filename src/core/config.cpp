@@ -56,6 +56,7 @@ namespace {
 //   chunk_bytes                  0 (off) or 4 KiB .. 64 MiB   smaller chunks cost a header each
 //   tcp_notsent_lowat_bytes      0 (kernel default) .. 2^30
 //   tcp_max_pacing_rate_bytes_per_second  0 (unpaced) .. 2^32 - 1   the kernel's socket option is 32-bit
+//   tcp_target_queue_delay_us    0 (off) .. 10^6             a second of queue is no bound
 //   compression                  auto | off
 //   recv_busy_poll_us            0 .. 1000000   a second of spinning per recv is already
 //                                               far past any use
@@ -174,6 +175,9 @@ std::optional<ConfigProblem> find_problem(const CommConfig& c) {
     return p;
   if ((p = check_range("tcp_max_pacing_rate_bytes_per_second", c.tcp_max_pacing_rate_bytes_per_second, 0,
                        0xffffffffull, "0 (unpaced) or at most 4294967295")))
+    return p;
+  if ((p = check_range("tcp_target_queue_delay_us", c.tcp_target_queue_delay_us, 0, 1'000'000,
+                       "0 (off) or at most 1000000 (1 s)")))
     return p;
   if ((p = check_range("egress_max_bulk_flows", c.egress_max_bulk_flows, 0, 1'000'000,
                        "0 (no cap) or at most 1000000")))
@@ -541,7 +545,7 @@ const std::vector<std::string_view>& comm_keys() {
       "transport",                "cluster_key_file",             "max_pending_handshakes",
       "tls",                      "max_pending_handshakes_per_source",
       "egress_max_bulk_flows",    "chunk_bytes",                  "tcp_notsent_lowat_bytes",
-      "tcp_max_pacing_rate_bytes_per_second",
+      "tcp_max_pacing_rate_bytes_per_second", "tcp_target_queue_delay_us",
       "compression",              "accept_unknown_peers",         "allow_unauthenticated_joins",
       "max_peers"};
   return keys;
@@ -589,6 +593,7 @@ CommConfig read_comm(const Reader& r, const YAML::Node& node,
     else if (key == "chunk_bytes") integer_field = &c.chunk_bytes;
     else if (key == "tcp_notsent_lowat_bytes") integer_field = &c.tcp_notsent_lowat_bytes;
     else if (key == "tcp_max_pacing_rate_bytes_per_second") integer_field = &c.tcp_max_pacing_rate_bytes_per_second;
+    else if (key == "tcp_target_queue_delay_us") integer_field = &c.tcp_target_queue_delay_us;
     else if (key == "max_peers") integer_field = &c.max_peers;
 
     if (integer_field != nullptr) {

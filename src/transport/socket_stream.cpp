@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "transport/tcp/send_queue_bound.h"
 #include "transport/thread_waker.h"
 
 namespace wcomm::transport {
@@ -58,8 +59,9 @@ std::size_t move_now(const Buffers& buffers, std::size_t skip, std::error_code& 
 // socket only while it waits on it, through a duplicate descriptor registered on demand.
 class SocketStream final : public Connection {
  public:
-  SocketStream(asio::any_io_executor executor, int fd, std::string description)
+  SocketStream(asio::any_io_executor executor, int fd, std::string description, std::chrono::microseconds queue_target)
       : executor_(std::move(executor)), fd_(fd), description_(std::move(description)) {
+    if (queue_target.count() > 0) queue_bound_.emplace(queue_target);
     int domain = 0;
     socklen_t len = sizeof domain;
     unix_ = fd_ >= 0 && ::getsockopt(fd_, SOL_SOCKET, SO_DOMAIN, &domain, &len) == 0 && domain == AF_UNIX;
@@ -136,6 +138,7 @@ class SocketStream final : public Connection {
     fd_ = -1;
   }
   std::string describe() const override { return description_; }
+  std::uint64_t send_bound_bytes() const override { return queue_bound_ ? queue_bound_->bytes() : 0; }
 
  private:
   bool unix_ = false;  // an AF_UNIX stream (traits)
@@ -153,6 +156,7 @@ class SocketStream final : public Connection {
       if (!first) return handler(ec, done);
       return asio::post(executor_, [handler = std::move(handler), ec, done] { handler(ec, done); });
     }
+    if (queue_bound_) queue_bound_->on_write_blocked(fd_);  // full, with more to write
     watch(true, [this, buffers = std::move(buffers), done, handler = std::move(handler)](std::error_code ec) mutable {
       if (ec) return handler(ec, done);  // cancelled by close(): the stream may be gone
       transfer(std::move(buffers), done, std::move(handler), false);
@@ -171,6 +175,7 @@ class SocketStream final : public Connection {
   int fd_ = -1;
   std::optional<asio::posix::stream_descriptor> read_watch_, write_watch_;
   std::string description_;
+  std::optional<SendQueueBound> queue_bound_;
 };
 
 }  // namespace
@@ -186,8 +191,9 @@ std::error_code watch_duplicate(std::optional<asio::posix::stream_descriptor>& w
 }
 
 std::unique_ptr<Connection> make_socket_stream_from_fd(asio::any_io_executor executor, int fd,
-                                                       std::string description) {
-  return std::make_unique<SocketStream>(std::move(executor), fd, std::move(description));
+                                                       std::string description,
+                                                       std::chrono::microseconds queue_target) {
+  return std::make_unique<SocketStream>(std::move(executor), fd, std::move(description), queue_target);
 }
 
 }  // namespace wcomm::transport

@@ -2,6 +2,7 @@
 // share. Only their listeners and dialers differ.
 #pragma once
 
+#include <chrono>
 #include <functional>
 #include <memory>
 #include <optional>
@@ -14,11 +15,15 @@
 namespace wcomm::transport {
 
 // Takes over the socket's descriptor (it leaves asio's reactor; see socket_stream.cpp).
+// queue_target > 0 (TCP only): what the connection holds in the kernel is bounded to its
+// path's delivery in min RTT + queue_target (tcp/send_queue_bound.h).
 template <class Socket>
-std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string description);
+std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string description,
+                                               std::chrono::microseconds queue_target = {});
 
 std::unique_ptr<Connection> make_socket_stream_from_fd(asio::any_io_executor executor, int fd,
-                                                       std::string description);
+                                                       std::string description,
+                                                       std::chrono::microseconds queue_target = {});
 
 // Loop: registers a duplicate of fd with the loop as `watcher` on first use (asio owns and
 // closes the duplicate). Transports watch their descriptors this way, only while waiting: a
@@ -28,11 +33,12 @@ std::error_code watch_duplicate(std::optional<asio::posix::stream_descriptor>& w
                                 const asio::any_io_executor& executor, int fd);
 
 template <class Socket>
-std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string description) {
+std::unique_ptr<Connection> make_socket_stream(Socket socket, std::string description,
+                                               std::chrono::microseconds queue_target) {
   asio::any_io_executor executor = socket.get_executor();
   std::error_code ec;
   const int fd = socket.release(ec);
-  return make_socket_stream_from_fd(std::move(executor), ec ? -1 : fd, std::move(description));
+  return make_socket_stream_from_fd(std::move(executor), ec ? -1 : fd, std::move(description), queue_target);
 }
 
 // A dial with one deadline: connects socket to endpoint, or fails with timed_out once the

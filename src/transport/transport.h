@@ -127,6 +127,9 @@ class Connection {
   // shuts first, then asks), so a transport whose peer takes bytes out of this side's memory
   // can answer from shared state, with no window between "taken" and "counted" (shm).
   virtual std::uint64_t bytes_handed_over() const { return handed_over_.load(std::memory_order_acquire); }
+  // What the kernel may hold of this connection's bytes while a bound keeps its path's queue
+  // short (tcp_target_queue_delay_us, tcp/send_queue_bound.h); 0: not bounded. Any thread.
+  virtual std::uint64_t send_bound_bytes() const { return 0; }
 
  protected:
   void hand_over(std::uint64_t bytes) { handed_over_.fetch_add(bytes, std::memory_order_release); }
@@ -163,6 +166,9 @@ struct Options {
   int tcp_notsent_lowat_bytes = 0;
   // SO_MAX_PACING_RATE, bytes per second (0: unpaced).
   std::uint32_t tcp_max_pacing_rate_bytes_per_second = 0;
+  // The queueing delay a TCP connection's own bytes may add on a path that queues
+  // (tcp/send_queue_bound.h; 0: unbounded, the kernel's autotuning). Not over TLS.
+  std::chrono::microseconds tcp_target_queue_delay{0};
 };
 
 // A dial in progress. cancel() ends it: its handler then runs with operation_aborted (loop).

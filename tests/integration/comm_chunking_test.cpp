@@ -446,10 +446,15 @@ TEST(CommChunkingConfig, BadSettingsAreRefusedByName) {
   c = {};
   c.tcp_max_pacing_rate_bytes_per_second = 1ull << 32;  // the kernel's option is 32-bit
   refused(c, "tcp_max_pacing_rate_bytes_per_second");
+  c = {};
+  c.tcp_target_queue_delay_us = 1'000'001;  // a queue of more than a second bounds nothing
+  refused(c, "tcp_target_queue_delay_us");
   auto node = parse_node_config(
       "local: {node_id: a, host: 127.0.0.1, port: 1}\npeers: []\ncomm: {chunk_bytes: 65536, compression: 'off', "
       "tcp_notsent_lowat_bytes: 0, egress_quantum_bytes: 65536, egress_max_bulk_flows: 2, "
-      "tcp_max_pacing_rate_bytes_per_second: 15500000}\n");
+      "tcp_max_pacing_rate_bytes_per_second: 15500000, tcp_target_queue_delay_us: 0}\n");
+  EXPECT_EQ(node.comm.tcp_target_queue_delay_us, 0u);
+  EXPECT_EQ(CommConfig{}.tcp_target_queue_delay_us, 4000u);  // on by default
   EXPECT_EQ(node.comm.tcp_max_pacing_rate_bytes_per_second, 15'500'000u);
   EXPECT_EQ(node.comm.chunk_bytes, 65536u);
   EXPECT_EQ(node.comm.compression, "off");

@@ -32,6 +32,7 @@ def test_options_are_checked(bad, match):
     (dict(compression="lz4"), "compression"),
     (dict(egress_max_bulk_flows=2), "egress_max_bulk_flows"),
     (dict(tcp_max_pacing_rate_bytes_per_second=1 << 32), "tcp_max_pacing_rate_bytes_per_second"),
+    (dict(tcp_target_queue_delay_us=1_000_001), "tcp_target_queue_delay_us"),
 ])
 def test_config_keys_are_checked(bad, match):
     with pytest.raises(ValueError, match=match):

@@ -46,7 +46,7 @@ std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options, boo
   const auto local = socket.local_endpoint(ec);
   const auto remote = socket.remote_endpoint(ec);
   std::string description = "tcp " + endpoint_text(local) + " <-> " + endpoint_text(remote);
-  if (!options.tls) return make_socket_stream(std::move(socket), std::move(description));
+  if (!options.tls) return make_socket_stream(std::move(socket), std::move(description), options.tcp_target_queue_delay);
   asio::any_io_executor executor = socket.get_executor();
   const int fd = socket.release(ec);
   return make_tls_stream(std::move(executor), ec ? -1 : fd, std::move(description), options.tls, accepting);

@@ -1,0 +1,50 @@
+#include "transport/tcp/send_queue_bound.h"
+
+#include <linux/tcp.h>  // (glibc's tcp_info lacks tcpi_min_rtt and tcpi_delivery_rate)
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <algorithm>
+#include <fstream>
+
+namespace wcomm::transport {
+
+std::uint64_t max_send_buffer_bytes() {
+  static const std::uint64_t bytes = [] {
+    std::uint64_t wmem_max = 212992;  // the kernel's default, if /proc cannot say
+    std::ifstream("/proc/sys/net/core/wmem_max") >> wmem_max;
+    return 2 * wmem_max;  // the kernel doubles what SO_SNDBUF asks, for its own overhead
+  }();
+  return bytes;
+}
+
+void SendQueueBound::on_write_blocked(int fd) {
+  const auto now = std::chrono::steady_clock::now();
+  if (now < next_) return;
+  tcp_info info{};
+  socklen_t length = sizeof info;
+  if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return;
+  // The rate the path delivered since the last look (bytes acknowledged over time): an
+  // average, where one delivery-rate sample can read twice the link (ACKs come in bursts on
+  // Wi-Fi). A look that follows a pause (an application-limited stretch) starts afresh.
+  const auto since = now - last_;
+  const std::uint64_t acked = info.tcpi_bytes_acked - last_acked_;
+  const bool fresh = last_ != std::chrono::steady_clock::time_point{} && since < 4 * kInterval;
+  last_ = now;
+  last_acked_ = info.tcpi_bytes_acked;
+  next_ = now + kInterval;
+  if (!fresh || info.tcpi_min_rtt == 0 || acked == 0) return;
+  const std::uint64_t rate = acked * 1'000'000'000ull / std::chrono::duration_cast<std::chrono::nanoseconds>(since).count();
+  const std::uint64_t window_us = info.tcpi_min_rtt + static_cast<std::uint64_t>(target_.count());
+  if (bytes() == 0 && info.tcpi_rtt < window_us) return;  // no standing queue on the path
+  // What the path delivers in min RTT + target (delivery rate in bytes per second).
+  std::uint64_t budget = std::max<std::uint64_t>(rate * window_us / 1'000'000, kMinBytes);
+  if (budget > max_send_buffer_bytes()) {
+    if (bytes() == 0) return;  // a path too long to bound without costing goodput
+    budget = max_send_buffer_bytes();
+  }
+  const int asked = static_cast<int>(budget / 2);  // (the kernel doubles it)
+  if (::setsockopt(fd, SOL_SOCKET, SO_SNDBUF, &asked, sizeof asked) == 0) bytes_.store(budget, std::memory_order_relaxed);
+}
+
+}  // namespace wcomm::transport

@@ -1,0 +1,49 @@
+// Keeps what a TCP connection holds in the kernel (unsent and in flight) to about what its
+// path delivers in its minimum round trip plus a target delay. A bulk stream then no longer
+// fills the queue at a slow link's bottleneck (a Wi-Fi access point's, a bloated router's),
+// and a message written behind it, or another flow through that queue, waits about the
+// target instead of the whole queue (docs/wifi.md, "Bounding the queue"). It is the kernel's
+// own measurements (TCP_INFO: minimum and smoothed RTT, bytes acknowledged) turned into the
+// send buffer's size (SO_SNDBUF): a delay-based bound in the spirit of LEDBAT, with no rate
+// to configure. Where the path is slower than the bound, the acknowledged rate falls and
+// the buffer with it; where it is faster, the buffer grows by (min RTT + target) / RTT a look.
+//
+// It acts only on a path that queues: until the smoothed RTT passes min RTT + target, the
+// kernel's send buffer autotuning is left alone, so loopback, a LAN or any path without a
+// standing queue never sees it. It never sets a buffer beyond net.core.wmem_max allows: on a
+// path whose bandwidth-delay product is larger, it stays out rather than cost goodput.
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+
+namespace wcomm::transport {
+
+class SendQueueBound {
+ public:
+  explicit SendQueueBound(std::chrono::microseconds target) : target_(target) {}
+
+  // The writer found socket fd full with more to write (so the flow is not limited by the
+  // application): at most every kInterval, sizes the send buffer from TCP_INFO.
+  void on_write_blocked(int fd);
+  // The send buffer it last set (what the kernel counts against it: payload and overhead);
+  // 0 while it has not acted. Any thread (the writer's chunk size follows it).
+  std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
+
+  // At most this often: the delivery rate and RTT the kernel reports move per round trip.
+  static constexpr std::chrono::milliseconds kInterval{10};
+  // Never below: a few full-size segments, so even a very slow link is kept busy.
+  static constexpr std::uint64_t kMinBytes = 16u << 10;
+
+ private:
+  std::chrono::microseconds target_;
+  std::chrono::steady_clock::time_point next_{}, last_{};
+  std::uint64_t last_acked_ = 0;
+  std::atomic<std::uint64_t> bytes_{0};
+};
+
+// The largest send buffer SO_SNDBUF can give here (twice net.core.wmem_max), read once.
+std::uint64_t max_send_buffer_bytes();
+
+}  // namespace wcomm::transport
