@@ -81,8 +81,8 @@ struct CommConfig {
   // bulk waits about this long, with no rate to configure. On the emulated Wi-Fi cell the
   // default cut the loaded 64 B p99 from about 140 ms to about 21 ms at 0.94x the goodput
   // (docs/wifi.md, "Bounding the queue"). A path without a standing queue (loopback, a LAN)
-  // never sees it, nor one whose bandwidth-delay product is past net.core.wmem_max. Not over
-  // TLS. At most 1000000 (1 s).
+  // never sees it, nor one whose bandwidth-delay product is past net.core.wmem_max. TLS
+  // connections too. At most 1000000 (1 s).
   std::uint64_t tcp_target_queue_delay_us = 4000;
   // Adaptive compression of chunked messages over TCP (wcomm; negotiated as "zstd"): "auto"
   // compresses a message's chunks with zstd only when the link is measured slower than the

@@ -167,7 +167,7 @@ struct Options {
   // SO_MAX_PACING_RATE, bytes per second (0: unpaced).
   std::uint32_t tcp_max_pacing_rate_bytes_per_second = 0;
   // The queueing delay a TCP connection's own bytes may add on a path that queues
-  // (tcp/send_queue_bound.h; 0: unbounded, the kernel's autotuning). Not over TLS.
+  // (tcp/send_queue_bound.h; 0: unbounded, the kernel's autotuning). TLS over TCP too.
   std::chrono::microseconds tcp_target_queue_delay{0};
 };
 

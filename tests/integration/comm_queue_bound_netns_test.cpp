@@ -3,7 +3,7 @@
 // point's), with node-a's TCP reno, a loss-based sender that fills any queue (BBR, this
 // kernel's default, mostly keeps a wired veth's queue short by itself; on Wi-Fi it does not:
 // docs/wifi.md). While it sends, a ping from node-a's namespace shares the queue and `ss`
-// reads node-a's send buffer. node-a is this test binary run again inside its namespace (the
+// reads node-a's send buffer; once more over TLS. node-a is this test binary run again inside its namespace (the
 // SenderRole test, which skips unless started so); node-b is `wcomm node recv`. Needs root
 // and `ip netns`; skips otherwise.
 #include <unistd.h>
@@ -20,6 +20,7 @@
 
 #include <gtest/gtest.h>
 
+#include "build_features.h"
 #include "comm_fixture.h"
 #include "netns_util.h"
 #include "process_util.h"
@@ -56,15 +57,27 @@ struct UnderLoad {
   std::uint64_t chunks = 0;       // the 16 MiB went in this many chunks
 };
 
-UnderLoad send_over_bloated_link(const Namespaces& ns, std::uint64_t target_us) {
+// tls: both nodes use TLS, with certificates from scripts/make-test-certs.sh.
+UnderLoad send_over_bloated_link(const Namespaces& ns, std::uint64_t target_us, bool tls = false) {
   TempDir dir;
-  const std::string comm = "comm: {tcp_target_queue_delay_us: " + std::to_string(target_us) + "}\n";
+  auto comm = [&](const std::string& node) {
+    std::string c = "comm: {tcp_target_queue_delay_us: " + std::to_string(target_us);
+    if (tls) {
+      const std::string certs = (dir.path() / "certs").string();
+      c += ", tls: {cert_file: " + certs + "/" + node + ".pem, key_file: " + certs + "/" + node + ".key, ca_file: " +
+           certs + "/ca.pem}";
+    }
+    return c + "}\n";
+  };
+  if (tls) EXPECT_EQ(sh("bash " WCOMM_SOURCE_DIR "/scripts/make-test-certs.sh " + (dir.path() / "certs").string() +
+                        " node-a node-b"),
+                     0);
   const std::string a_yaml = dir.write("a.yaml", "local: {node_id: node-a, host: 192.0.2.1, port: 47301}\n"
                                                  "peers: [{node_id: node-b, host: 192.0.2.2, port: 47302}]\n" +
-                                                     comm);
+                                                     comm("node-a"));
   const std::string b_yaml = dir.write("b.yaml", "local: {node_id: node-b, host: 192.0.2.2, port: 47302}\n"
                                                  "peers: [{node_id: node-a, host: 192.0.2.1, port: 47301}]\n" +
-                                                     comm);
+                                                     comm("node-b"));
   auto receiver = Process::spawn({"ip", "netns", "exec", ns.b, WCOMM_CLI, "node", "--config", b_yaml, "recv", "--src",
                                   "node-a", "--count", "1", "--timeout", "30"},
                                  dir.path(), "recv");
@@ -109,10 +122,10 @@ TEST(CommQueueBoundNetns, ABulkSendKeepsABloatedQueueNearTheTarget) {
     std::printf("%s: ping p50 %.2f ms, send buffer %llu B, %llu chunks\n", name, r.ping_p50_ms,
                 static_cast<unsigned long long>(r.send_buffer), static_cast<unsigned long long>(r.chunks));
   // Without the bound the kernel autotunes node-a's send buffer to hold hundreds of KiB
-  // (950-960 KiB seen) and reno keeps the queue full: the ping waits about 22 ms (21.7-21.8
-  // ms in six runs). With a 2 ms target the buffer is the bound's floor (16 KiB: 2.6 ms of
-  // this link) and the ping waits 3.1-4.4 ms (four runs). 8 ms is about the geometric middle
-  // of the two outcomes.
+  // (0.95-1.31 MiB seen) and reno keeps the queue full: the ping waits about 20 ms (18.9-21.8
+  // ms in eight runs). With a 2 ms target the buffer is the bound's floor (16 KiB: 2.6 ms of
+  // this link) and the ping waits 2.9-4.4 ms (six runs, TLS's included). 8 ms is about the
+  // geometric middle of the two outcomes.
   EXPECT_GT(unbounded.send_buffer, 256u << 10);
   EXPECT_GT(unbounded.ping_p50_ms, 8.0);
   EXPECT_LE(bounded.send_buffer, 64u << 10);
@@ -120,6 +133,15 @@ TEST(CommQueueBoundNetns, ABulkSendKeepsABloatedQueueNearTheTarget) {
   // The chunks follow the bound: 64 of 256 KiB without it, about a thousand of 16 KiB with it.
   EXPECT_LE(unbounded.chunks, 64u);
   EXPECT_GT(bounded.chunks, 256u);
+  // TLS over TCP has the same bound (where the build has TLS).
+  if (!kHaveTls) return;
+  const UnderLoad bounded_tls = send_over_bloated_link(ns, 2000, /*tls=*/true);
+  std::printf("target 2 ms, TLS: ping p50 %.2f ms, send buffer %llu B, %llu chunks\n", bounded_tls.ping_p50_ms,
+              static_cast<unsigned long long>(bounded_tls.send_buffer),
+              static_cast<unsigned long long>(bounded_tls.chunks));
+  EXPECT_LE(bounded_tls.send_buffer, 64u << 10);
+  EXPECT_LT(bounded_tls.ping_p50_ms, 8.0);
+  EXPECT_GT(bounded_tls.chunks, 256u);
 }
 
 }  // namespace

@@ -49,7 +49,8 @@ std::unique_ptr<Connection> wrap(tcp::socket socket, const Options& options, boo
   if (!options.tls) return make_socket_stream(std::move(socket), std::move(description), options.tcp_target_queue_delay);
   asio::any_io_executor executor = socket.get_executor();
   const int fd = socket.release(ec);
-  return make_tls_stream(std::move(executor), ec ? -1 : fd, std::move(description), options.tls, accepting);
+  return make_tls_stream(std::move(executor), ec ? -1 : fd, std::move(description), options.tls, accepting,
+                         options.tcp_target_queue_delay);
 }
 
 class TcpTransport final : public Transport {

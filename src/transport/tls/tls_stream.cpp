@@ -28,6 +28,7 @@
 #include <vector>
 
 #include "transport/socket_stream.h"
+#include "transport/tcp/send_queue_bound.h"
 #include "transport/thread_waker.h"
 #include "transport/tls/tls_context.h"
 
@@ -121,9 +122,10 @@ BIO_METHOD* socket_bio_method() {
 class TlsStream final : public Connection {
  public:
   TlsStream(asio::any_io_executor executor, int fd, std::string description, std::shared_ptr<const TlsContext> context,
-            bool accepting)
+            bool accepting, std::chrono::microseconds queue_target)
       : executor_(std::move(executor)), context_(std::move(context)), description_("tls " + description) {
     bio_state_.fd = fd;
+    if (queue_target.count() > 0) queue_bound_.emplace(queue_target);
     ssl_ = SSL_new(context_->native());
     BIO* bio = BIO_new(socket_bio_method());
     if (!ssl_ || !bio) {
@@ -234,6 +236,7 @@ class TlsStream final : public Connection {
     bio_state_.fd = -1;
   }
   std::string describe() const override { return description_; }
+  std::uint64_t send_bound_bytes() const override { return queue_bound_ ? queue_bound_->bytes() : 0; }
   Traits traits() const override {
     Traits t;
     t.name = "tls";
@@ -431,6 +434,7 @@ class TlsStream final : public Connection {
       if (!first) return handler(ec, done);
       return asio::post(executor_, [handler = std::move(handler), ec, done] { handler(ec, done); });
     }
+    if (queue_bound_ && !want_read) queue_bound_->on_write_blocked(bio_state_.fd);  // full, with more to write
     // During the handshake a write may wait for the peer's reply rather than for room.
     watch(write_watch_, want_read ? asio::posix::stream_descriptor::wait_read : asio::posix::stream_descriptor::wait_write,
           [this, buffers = std::move(buffers), done, handler = std::move(handler)](std::error_code ec) mutable {
@@ -466,6 +470,7 @@ class TlsStream final : public Connection {
   std::optional<asio::posix::stream_descriptor> handshake_watch_;  // loop only
   char scratch_[kRecord];       // the writer's (one writer at a time)
   std::optional<asio::posix::stream_descriptor> read_watch_, write_watch_;  // loop only
+  std::optional<SendQueueBound> queue_bound_;                               // the writer's
 };
 
 }  // namespace
@@ -476,8 +481,10 @@ const std::error_category& tls_category() {
 }
 
 std::unique_ptr<Connection> make_tls_stream(asio::any_io_executor executor, int fd, std::string description,
-                                            std::shared_ptr<const TlsContext> context, bool accepting) {
-  return std::make_unique<TlsStream>(std::move(executor), fd, std::move(description), std::move(context), accepting);
+                                            std::shared_ptr<const TlsContext> context, bool accepting,
+                                            std::chrono::microseconds queue_target) {
+  return std::make_unique<TlsStream>(std::move(executor), fd, std::move(description), std::move(context), accepting,
+                                     queue_target);
 }
 
 }  // namespace wcomm::transport

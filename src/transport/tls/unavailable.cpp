@@ -16,7 +16,7 @@ std::shared_ptr<const TlsContext> TlsContext::load(const TlsConfig&) {
 TlsContext::~TlsContext() = default;
 
 std::unique_ptr<Connection> make_tls_stream(asio::any_io_executor, int, std::string, std::shared_ptr<const TlsContext>,
-                                            bool) {
+                                            bool, std::chrono::microseconds) {
   return nullptr;  // (unreachable: there is no TlsContext to ask for one)
 }
 
