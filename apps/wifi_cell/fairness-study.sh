@@ -8,7 +8,8 @@
 #   OUT=/tmp/fair scripts/wifi-cell.sh --stations 3 --width 40 --mcs 7 -- bash apps/wifi_cell/fairness-study.sh
 # Fan-out also runs wcomm's own `wcomm bench fanout` (C++) with the egress scheduler off and on.
 # Environment: DURATION (default 10), OUT (where the results go), PY (default /usr/bin/python3),
-# PATTERNS (default "upload fanout"), CLI (default build/wcomm).
+# PATTERNS (default "upload fanout"), CLI (default build/wcomm), DESIGNS (default "wcomm v01"),
+# WCOMM_FLOWS_COMM (more CommConfig fields for the wcomm design, a JSON object).
 set -eu
 n=$WIFI_CELL_STATIONS host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} py=${PY:-/usr/bin/python3}
 d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd) cli=${CLI:-build/wcomm}
@@ -53,7 +54,7 @@ PY
   summary iperf3 "$pattern" "$out/flows-iperf3-$pattern.json"
   lag "$m"
 
-  for design in wcomm v01; do
+  for design in ${DESIGNS:-wcomm v01}; do
     m=$(mark)
     start=$(python3 -c "import time; print(time.time() + 3)")
     common=(--design "$design" --port 47300 --start "$start" --duration "$d")

@@ -17,7 +17,8 @@ second is the flows' ramp) and prints one JSON line: {"design", "window_s", "flo
 (sum x)^2 / (n sum x^2) over the flows.
 
 Designs: `wcomm` is wireless_comm (one Comm per node with every peer configured, Comm.send /
-Comm.recv); `v01` is V0.1's design as bench/anchors/asyncio_baseline.py builds it: plain asyncio
+Comm.recv; WCOMM_FLOWS_COMM, a JSON object, adds CommConfig fields, e.g.
+'{"tcp_target_queue_delay_us": 0}'); `v01` is V0.1's design as bench/anchors/asyncio_baseline.py builds it: plain asyncio
 TCP, each message a 4-byte length and its payload, one connection per pair.
 """
 
@@ -68,7 +69,9 @@ async def wcomm_node(a: argparse.Namespace):
 
     return await Comm.create(local=Peer(node_id(a.local), a.local, a.port),
                              peers=[Peer(node_id(p), p, a.port) for p in a.peers],
-                             config=CommConfig(heartbeat_interval_s=0), tensors="numpy")
+                             config=CommConfig(heartbeat_interval_s=0,
+                                               **json.loads(os.environ.get("WCOMM_FLOWS_COMM", "{}"))),
+                             tensors="numpy")
 
 
 async def wcomm_sink(a: argparse.Namespace) -> dict:

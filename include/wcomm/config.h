@@ -79,11 +79,12 @@ struct CommConfig {
   // chunk size) follows what the path delivers in min RTT + this (bytes acknowledged over
   // time, from TCP_INFO): a Wi-Fi access point's queue stays short, and a message behind the
   // bulk waits about this long, with no rate to configure. On the emulated Wi-Fi cell the
-  // default cut the loaded 64 B p99 from about 140 ms to about 21 ms at 0.94x the goodput
-  // (docs/wifi.md, "Bounding the queue"). A path without a standing queue (loopback, a LAN)
+  // default cut the loaded 64 B p99 from about 133 ms to 46-50 ms at 0.97-0.99x the goodput;
+  // 2000-4000 cut it to 13-18 ms at 0.85-0.94x on one uplink, but cost stations that share
+  // the air their goodput (docs/wifi.md, "Bounding the queue"). A path without a standing queue (loopback, a LAN)
   // never sees it, nor one whose bandwidth-delay product is past net.core.wmem_max. TLS
   // connections too. At most 1000000 (1 s).
-  std::uint64_t tcp_target_queue_delay_us = 4000;
+  std::uint64_t tcp_target_queue_delay_us = 8000;
   // Adaptive compression of chunked messages over TCP (wcomm; negotiated as "zstd"): "auto"
   // compresses a message's chunks with zstd only when the link is measured slower than the
   // compressor and a first chunk shrinks (CommOptions::compress opts a message in or out);

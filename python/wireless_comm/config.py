@@ -225,7 +225,7 @@ class CommConfig:
     chunk_bytes: int = 256 << 10
     tcp_notsent_lowat_bytes: int = 128 << 10
     tcp_max_pacing_rate_bytes_per_second: int = 0
-    tcp_target_queue_delay_us: int = 4000
+    tcp_target_queue_delay_us: int = 8000
     compression: str = "auto"
     # Peers that join at run time (docs/python.md, "Peers that join and leave"): a HELLO from
     # a node not in the directory adds it; needs cluster_key or tls, or, on loopback / unix

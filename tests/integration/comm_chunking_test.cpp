@@ -454,7 +454,7 @@ TEST(CommChunkingConfig, BadSettingsAreRefusedByName) {
       "tcp_notsent_lowat_bytes: 0, egress_quantum_bytes: 65536, egress_max_bulk_flows: 2, "
       "tcp_max_pacing_rate_bytes_per_second: 15500000, tcp_target_queue_delay_us: 0}\n");
   EXPECT_EQ(node.comm.tcp_target_queue_delay_us, 0u);
-  EXPECT_EQ(CommConfig{}.tcp_target_queue_delay_us, 4000u);  // on by default
+  EXPECT_EQ(CommConfig{}.tcp_target_queue_delay_us, 8000u);  // on by default
   EXPECT_EQ(node.comm.tcp_max_pacing_rate_bytes_per_second, 15'500'000u);
   EXPECT_EQ(node.comm.chunk_bytes, 65536u);
   EXPECT_EQ(node.comm.compression, "off");
