@@ -231,7 +231,7 @@ int run_cluster_worker(const cluster::ClusterTopology& t, const std::string& nod
     if (!controller) {
       coord->send(Dict{{"op", "results"}, {"node_id", node_id}, {"rank_results", bench::json_to_value(rank_results)},
                        {"side", bench::json_to_value(side)}},
-                  coord->peer("rank-0"), {}, {.tag = kControlTag, .timeout = timeout}).get();
+                  coord->peer("rank-0"), {}, {.tag = kControlTag, .timeout = timeout, .ack = true}).get();
       print_json({{"schema_version", 1}, {"node_id", node_id}, {"side", side}, {"rank_results", rank_results}});
     } else {
       nlohmann::json nodes = {{node_id, side}};
@@ -304,9 +304,13 @@ int run_cluster_rank(const cluster::ClusterTopology& t, double sample_interval, 
     nlohmann::json side = node_leader ? local.finish(node, {rank}) : nlohmann::json(nullptr);
 
     if (rank != 0) {
+      // Acknowledged: this process exits right after, and a send that only reached the kernel
+      // dies with the socket if the close finds unread bytes there (the kernel then resets
+      // the connection and drops what it had not sent): rank 0 waited out its timeout for
+      // rank 2's results on the emulated Wi-Fi cell (docs/wifi.md).
       comm->send(Dict{{"op", "results"}, {"node_id", node}, {"rank_results", bench::json_to_value(nlohmann::json::array({result}))},
                       {"side", bench::json_to_value(side)}},
-                 comm->peer("rank-0"), {}, {.tag = kControlTag, .timeout = timeout}).get();
+                 comm->peer("rank-0"), {}, {.tag = kControlTag, .timeout = timeout, .ack = true}).get();
     } else {
       nlohmann::json rank_results = nlohmann::json::array({result});
       nlohmann::json nodes = nlohmann::json::object();
