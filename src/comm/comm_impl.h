@@ -125,14 +125,13 @@ class Connection : public std::enable_shared_from_this<Connection>, private Read
   // small chunks buy no responsiveness there, only a hand-off per chunk (over shm, each chunk
   // is a cross-memory-attach read the writer waits for: 64 MiB went at half speed). While
   // the transport bounds what the kernel holds for it (tcp_target_queue_delay_us), at most
-  // that bound (and at least kMinBoundChunkBytes): a message behind a chunk then waits about
-  // as long as the bound lets it, not for the rest of a larger chunk.
+  // that bound (never under 16 KiB, the bound's floor): a message behind a chunk then waits
+  // about as long as the bound lets it, not for the rest of a larger chunk.
   std::uint64_t chunk_bytes() const {
     const std::uint64_t bound = stream_->send_bound_bytes();
-    return bound && chunk_bytes_ ? std::min(chunk_bytes_, std::max(bound, kMinBoundChunkBytes)) : chunk_bytes_;
+    return bound && chunk_bytes_ ? std::min(chunk_bytes_, bound) : chunk_bytes_;
   }
   static constexpr std::uint64_t kSameHostChunkBytes = 16ull << 20;
-  static constexpr std::uint64_t kMinBoundChunkBytes = 16ull << 10;
   bool zstd() const { return zstd_; }      // both sides listed "zstd" (and "chunks")
   const transport::Connection::Traits& traits() const { return traits_; }
   // The link's measured drain rate for bulk writes (bytes/s; 0 until measured), for

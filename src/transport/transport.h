@@ -128,7 +128,8 @@ class Connection {
   // can answer from shared state, with no window between "taken" and "counted" (shm).
   virtual std::uint64_t bytes_handed_over() const { return handed_over_.load(std::memory_order_acquire); }
   // What the kernel may hold of this connection's bytes while a bound keeps its path's queue
-  // short (tcp_target_queue_delay_us, tcp/send_queue_bound.h); 0: not bounded. Any thread.
+  // short (tcp_target_queue_delay_us, tcp/send_queue_bound.h; at least its 16 KiB floor);
+  // 0: not bounded. Any thread.
   virtual std::uint64_t send_bound_bytes() const { return 0; }
 
  protected:

@@ -11,6 +11,7 @@
 #include <thread>
 
 #include "comm_fixture.h"
+#include "process_util.h"
 #include "build_features.h"
 #include "wcomm/codec.h"
 
@@ -495,12 +496,7 @@ namespace {
 // The kernel's unsent bytes on the connection from local port `port` (ss -tin "notsent:").
 std::uint64_t notsent_bytes(std::uint16_t port) {
   const std::string command = "ss -tinH state established '( sport = :" + std::to_string(port) + " )' 2>/dev/null";
-  FILE* p = ::popen(command.c_str(), "r");
-  if (!p) return 0;
-  std::string out;
-  char buf[4096];
-  while (std::size_t n = std::fread(buf, 1, sizeof buf, p)) out.append(buf, n);
-  ::pclose(p);
+  const std::string out = command_output(command);
   const auto at = out.find("notsent:");
   return at == std::string::npos ? 0 : std::strtoull(out.c_str() + at + 8, nullptr, 10);
 }

@@ -20,7 +20,8 @@ std::uint64_t max_send_buffer_bytes() {
 
 void SendQueueBound::on_write_blocked(int fd) {
   const auto now = std::chrono::steady_clock::now();
-  if (now < next_) return;
+  const bool looked = last_ != std::chrono::steady_clock::time_point{};
+  if (looked && now < last_ + kInterval) return;
   tcp_info info{};
   socklen_t length = sizeof info;
   if (::getsockopt(fd, IPPROTO_TCP, TCP_INFO, &info, &length) != 0) return;
@@ -29,10 +30,9 @@ void SendQueueBound::on_write_blocked(int fd) {
   // Wi-Fi). A look that follows a pause (an application-limited stretch) starts afresh.
   const auto since = now - last_;
   const std::uint64_t acked = info.tcpi_bytes_acked - last_acked_;
-  const bool fresh = last_ != std::chrono::steady_clock::time_point{} && since < 4 * kInterval;
+  const bool fresh = looked && since < 4 * kInterval;
   last_ = now;
   last_acked_ = info.tcpi_bytes_acked;
-  next_ = now + kInterval;
   if (!fresh || info.tcpi_min_rtt == 0 || acked == 0) return;
   const std::uint64_t rate = acked * 1'000'000'000ull / std::chrono::duration_cast<std::chrono::nanoseconds>(since).count();
   const std::uint64_t window_us = info.tcpi_min_rtt + static_cast<std::uint64_t>(target_.count());

@@ -28,7 +28,8 @@ class SendQueueBound {
   // application): at most every kInterval, sizes the send buffer from TCP_INFO.
   void on_write_blocked(int fd);
   // The send buffer it last set (what the kernel counts against it: payload and overhead);
-  // 0 while it has not acted. Any thread (the writer's chunk size follows it).
+  // 0 while it has not acted, else at least kMinBytes. Any thread (the writer's chunk size
+  // follows it).
   std::uint64_t bytes() const { return bytes_.load(std::memory_order_relaxed); }
 
   // At most this often: the delivery rate and RTT the kernel reports move per round trip.
@@ -38,7 +39,7 @@ class SendQueueBound {
 
  private:
   std::chrono::microseconds target_;
-  std::chrono::steady_clock::time_point next_{}, last_{};
+  std::chrono::steady_clock::time_point last_{};  // the last look (none yet: the epoch)
   std::uint64_t last_acked_ = 0;
   std::atomic<std::uint64_t> bytes_{0};
 };
