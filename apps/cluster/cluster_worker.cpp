@@ -304,10 +304,10 @@ int run_cluster_rank(const cluster::ClusterTopology& t, double sample_interval, 
     nlohmann::json side = node_leader ? local.finish(node, {rank}) : nlohmann::json(nullptr);
 
     if (rank != 0) {
-      // Acknowledged: this process exits right after, and a send that only reached the kernel
-      // dies with the socket if the close finds unread bytes there (the kernel then resets
-      // the connection and drops what it had not sent): rank 0 waited out its timeout for
-      // rank 2's results on the emulated Wi-Fi cell (docs/wifi.md).
+      // Acknowledged: this process exits right after, and its close() waits at most 2 s for
+      // rank 0 to read what it was sent; only an ack says rank 0 has it. (Before close()
+      // lingered, rank 0 waited out its timeout for rank 2's results on the emulated Wi-Fi
+      // cell: the kernel had reset the connection over unread bytes; docs/wifi.md.)
       comm->send(Dict{{"op", "results"}, {"node_id", node}, {"rank_results", bench::json_to_value(nlohmann::json::array({result}))},
                       {"side", bench::json_to_value(side)}},
                  comm->peer("rank-0"), {}, {.tag = kControlTag, .timeout = timeout, .ack = true}).get();

@@ -367,7 +367,7 @@ void Connection::fail(const Error& error, bool local) {
     }
     return;
   }
-  reader_owner_.close(error);
+  reader_owner_.close(error, ReadOwner::Ending::kAbort);
   peer_->session().on_connection_lost(*this, error, local, local ? std::nullopt : reader_.refused_tag());
 }
 
@@ -379,7 +379,7 @@ void Connection::send_close_and_stop() {
   }
   failed_ = true;
   liveness_timer_.reset();
-  if (established_) reader_owner_.close(Error{ErrorCode::kClosed, "the Comm was closed"});
+  if (established_) reader_owner_.close(Error{ErrorCode::kClosed, "the Comm was closed"}, ReadOwner::Ending::kGraceful);
   else stream_->close();
 }
 

@@ -38,8 +38,11 @@ ReadOwner::Pumped ReadOwner::pump(Reader reader, const Awaited* until, Later& la
       }
     }
     switch (reader_.read(decode)) {
-      case FrameReader::Status::kWaiting:
-        return Pumped::kWaiting;
+      case FrameReader::Status::kWaiting: {
+        // (Mid-frame too: close() woke this caller, which gives its frame up.)
+        std::lock_guard lock(mu_);
+        return closing_ ? Pumped::kPaused : Pumped::kWaiting;
+      }
       case FrameReader::Status::kFailed: {
         // A stream shut by close() fails the frame with close()'s reason, not the read's.
         std::optional<Error> why;
@@ -211,36 +214,49 @@ void ReadOwner::run(Later& later) {
   later.clear();
 }
 
-void ReadOwner::close(const Error& why) {
+void ReadOwner::close(const Error& why, Ending how) {
   if (closed_) return;
   closed_ = true;
   end_stand_down();
   armed_ = false;
-  bool caller;
   {
     std::lock_guard lock(mu_);
     closing_ = true;
     close_reason_ = why;
-    caller = owner_ == Owner::kCaller;
+    ending_ = how;
+    // A caller may be waiting on the stream: nothing more is sent, but the rest is left to
+    // the caller, so that nothing is released under its feet. Woken (under mu_: it is still
+    // reading, so its waker is there), it stops at its next look and hands the stream back
+    // to be ended.
+    if (owner_ == Owner::kCaller) {
+      connection_.shutdown();
+      return caller_waker_->wake();
+    }
   }
-  // A caller may be waiting on the stream: end it (which wakes the caller) but leave it its
-  // resources, so that nothing is reused under its feet; it hands the stream back when done.
-  if (caller) return connection_.shutdown();
-  connection_.close();
+  end_stream(how);
   Later later;
   sink_.abandon_frame(why, later);
   run(later);
 }
 
+void ReadOwner::end_stream(Ending how) {
+  if (how == Ending::kAbort) return connection_.close();
+  // Long enough for a live peer to read what it was sent and answer our end with its own;
+  // a peer that does not (stopped, gone from the network) holds close() up this long.
+  constexpr auto kLinger = std::chrono::seconds(2);
+  connection_.close_gracefully(kLinger);
+}
+
 // ---- a caller's side --------------------------------------------------------------------
 
-bool ReadOwner::begin_caller(bool wait_out_loop) {
+bool ReadOwner::begin_caller(transport::ThreadWaker& waker, bool wait_out_loop) {
   std::unique_lock lock(mu_);
   // The loop's reading is short (what has arrived); wait it out rather than sleep for a
   // message the loop would then have to hand over.
   if (wait_out_loop) loop_done_.wait(lock, [&] { return owner_ != Owner::kLoop; });
   if (owner_ != Owner::kNone || paused_ || failed_ || closing_) return false;
   owner_ = Owner::kCaller;
+  caller_waker_ = &waker;
   return true;
 }
 
@@ -249,10 +265,13 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
   bool closing, requested;
   std::optional<Error> reason;
   std::weak_ptr<void> life;
+  Ending how;
   {
     std::lock_guard lock(mu_);
     life = life_;
     owner_ = Owner::kNone;
+    caller_waker_ = nullptr;
+    how = ending_;
     if (failed_here) failed_ = true;  // the loop reports it
     closing = closing_;
     requested = read_requested_;
@@ -267,10 +286,10 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
   // The loop may be standing down; it must look now if it has something to do: close the
   // stream, report a failure, or read for other waiters (who would otherwise wait for its timer).
   if (!closing && !failed_here && !others_waiting && !requested) return;
-  impl_.post([this, life, closing] {
+  impl_.post([this, life, closing, how] {
     auto keep = life.lock();
     if (!keep) return;
-    if (closing) return connection_.close();
+    if (closing) return end_stream(how);
     end_stand_down();
     read_from_loop();
   });
@@ -279,7 +298,7 @@ void ReadOwner::end_caller(bool failed_here, std::size_t own_waiting) {
 void ReadOwner::read_for(const Awaited& until, Clock::time_point deadline,
                          std::chrono::microseconds busy_poll) {
   transport::ThreadWaker& waker = transport::this_thread_waker();
-  if (!waker.valid() || !begin_caller()) return;
+  if (!waker.valid() || !begin_caller(waker)) return;
   Pumped result = Pumped::kWaiting;
   Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
   // Busy polling: read again and again without sleeping, until the message is there, the
@@ -336,7 +355,7 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
   } mine{{}, parts};
   const bool wait_out_loop = Clock::now() < deadline;
   for (const Part& part : parts)
-    if (part.reader && part.reader->begin_caller(wait_out_loop)) mine.parts.push_back(&part);
+    if (part.reader && part.reader->begin_caller(waker, wait_out_loop)) mine.parts.push_back(&part);
   Later later;  // stays empty: a caller's thread hands callbacks to the loop itself
   // Which of mine to read: all at first, then those the last wait found readable.
   const auto to_read = std::make_unique<bool[]>(parts.size());
@@ -377,6 +396,8 @@ bool ReadOwner::read_any(std::span<const Part> parts, Clock::time_point deadline
     for (std::size_t i = 0; i < registered; ++i) detail::PromiseAccess::clear_waker(*parts[i].until, &waker);
     extra = end.extra;
     if (!wait || end.extra || end.deadline) break;
+    // A wake-up may be close() on one of mine (ReadOwner::close): each looks.
+    if (end.woken) std::fill_n(to_read.get(), mine.parts.size(), true);
     pump_mine(Reader::kCaller);
   }
   return extra;

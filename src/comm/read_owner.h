@@ -92,10 +92,12 @@ class ReadOwner {
   void start(std::weak_ptr<void> life);
   void resume();  // after a pause for the inbound bound (any thread)
   void read_soon();
-  // Ends reading for good and closes the stream, or, while a caller reads, shuts it down
-  // (waking the caller) and leaves the rest to that caller: it abandons its frame and
-  // hands the stream back to be closed.
-  void close(const Error& why);
+  // Ends reading for good and closes the stream (kAbort), or closes it without losing what
+  // was handed over to it (kGraceful: the peer's end first, within the linger). While a
+  // caller reads, it wakes the caller instead and leaves the rest to it: the caller abandons
+  // its frame and hands the stream back to be closed so.
+  enum class Ending { kAbort, kGraceful };
+  void close(const Error& why, Ending how);
 
   // ---- any thread
   // A thread blocked on a recv reads the connection until its promise is complete, the
@@ -122,13 +124,14 @@ class ReadOwner {
   enum class Pumped { kDone, kWaiting, kPaused, kFailed, kYield };
 
   Pumped pump(Reader reader, const Awaited* until, Later& later);
-  bool begin_caller(bool wait_out_loop = true);
+  bool begin_caller(transport::ThreadWaker& waker, bool wait_out_loop = true);
   void end_caller(bool failed_here, std::size_t own_waiting = 0);
   void run(Later& later);
   void read_from_loop();
   void arm();
   void stand_down();
   void end_stand_down();
+  void end_stream(Ending how);
 
   Comm::Impl& impl_;
   transport::Connection& connection_;
@@ -141,6 +144,8 @@ class ReadOwner {
   bool paused_ = false;
   bool failed_ = false;   // the reader failed: the loop must fail the connection
   bool closing_ = false;  // close() came while a caller read: it hands the stream back
+  Ending ending_ = Ending::kAbort;
+  transport::ThreadWaker* caller_waker_ = nullptr;  // the reading caller's, while owner_ is kCaller
   bool read_requested_ = false;  // read_soon() came while a caller read
   std::optional<Error> close_reason_;
 

@@ -12,6 +12,7 @@
 #include <optional>
 #include <utility>
 
+#include "transport/lingering_close.h"
 #include "transport/tcp/send_queue_bound.h"
 #include "transport/thread_waker.h"
 
@@ -126,7 +127,7 @@ class SocketStream final : public Connection {
     // stays registered with Asio until the descriptor itself is closed, maybe much later.
     read_watch_.reset();
     write_watch_.reset();
-    if (fd_ >= 0) ::shutdown(fd_, SHUT_RDWR);
+    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);  // (not SHUT_RD: a graceful end reads on after)
   }
   void close() override {
     // Dropping the watchers cancels their waits: pending operations see operation_aborted.
@@ -135,6 +136,13 @@ class SocketStream final : public Connection {
     if (fd_ < 0) return;
     ::shutdown(fd_, SHUT_RDWR);
     ::close(fd_);
+    fd_ = -1;
+  }
+  void close_gracefully(std::chrono::steady_clock::duration linger) override {
+    read_watch_.reset();
+    write_watch_.reset();
+    if (fd_ < 0) return;
+    close_lingering(executor_, fd_, linger);
     fd_ = -1;
   }
   std::string describe() const override { return description_; }

@@ -105,11 +105,18 @@ class Connection {
   virtual Prepared prepare_wait(std::vector<pollfd>& fds) = 0;
   virtual void finish_wait(std::span<const pollfd> /*mine*/) {}
 
-  // Loop: ends both directions and cancels outstanding operations, but keeps the resources a
-  // thread in wait_readable uses (it wakes up); close() releases them.
+  // Loop: cancels outstanding operations (operation_aborted) and ends sending: nothing more
+  // goes out (the peer drops a frame cut short), but what a thread reading the connection
+  // uses stays until close() or close_gracefully(). (Used while a caller reads, which is
+  // woken by its own waker, not by this.)
   virtual void shutdown() = 0;
   // Loop: ends the stream, cancels outstanding operations (operation_aborted), releases all.
   virtual void close() = 0;
+  // Loop: the same, without losing what was handed over: the peer gets it all before the end,
+  // if it reads within `linger` (a socket closes after the peer's end; lingering_close.h).
+  // The loop runs until then. Transports whose handed-over bytes cannot be lost this way
+  // (shared memory, UCX's acknowledged end) just close.
+  virtual void close_gracefully(std::chrono::steady_clock::duration /*linger*/) { close(); }
   virtual std::string describe() const = 0;  // "tcp 127.0.0.1:40000 <-> 127.0.0.1:9000"
   // How this side's large payloads travel, for stats and logs: "stream" (a socket), or for
   // shm "cma" (read by the peer straight from our memory) or "ring" (copied through the ring).

@@ -1,5 +1,6 @@
 // close() drains: every operation started before it, and every one racing it, completes; no
 // callback is lost; a Comm may be destroyed from its own callback. (Run under TSan too.)
+#include <algorithm>
 #include <atomic>
 #include <future>
 #include <mutex>
@@ -106,6 +107,20 @@ TEST(CommClose, ThenOnAFutureAfterItsCommIsGoneStillRuns) {
   ASSERT_EQ(f.wait_for(10s), std::future_status::ready);
   EXPECT_EQ(f.get(), ErrorCode::kClosed);
 }
+
+// A completed send is in the kernel (docs/cpp-api.md); close() must not throw it away there
+// (expect_close_keeps_completed_sends, comm_fixture.h). Unix sockets hand bytes straight to
+// the peer's queue, so only TCP (and TLS, comm_tls_test.cpp) lost them before.
+class CommCloseOver : public ::testing::TestWithParam<std::string> {};
+
+TEST_P(CommCloseOver, SendsCompletedBeforeCloseReachAPeerThatReadsThemLater) {
+  CommConfig config;
+  config.transport = GetParam();
+  expect_close_keeps_completed_sends(config, config);
+}
+
+INSTANTIATE_TEST_SUITE_P(Transports, CommCloseOver, ::testing::Values("tcp", "unix"),
+                         [](const auto& info) { return info.param; });
 
 }  // namespace
 }  // namespace wcomm::testing

@@ -8,6 +8,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -186,6 +187,60 @@ inline Pair connected_pair(CommConfig config_b = {}, const std::string& transpor
   wait_value(p.a->send(Value("hello"), p.a->peer("node-b")));
   EXPECT_EQ(wait_value(p.b->recv(p.b->peer("node-a"))).value, Value("hello"));
   return p;
+}
+
+// close() must not throw away what a completed send handed to the kernel. Linux resets a
+// connection closed over unread bytes and drops what it had not sent yet, so close() ends
+// each stream gracefully: an end of stream after the data, then it reads (and drops) what the
+// peer still sends until that peer ends too. Here node-a closes while node-b still sends to
+// it (bytes node-a never reads) and has not read node-a's last messages.
+inline void expect_close_keeps_completed_sends(CommConfig config_a, CommConfig config_b) {
+  // Each side stops reading at 1 MiB unreceived.
+  config_a.max_peer_unreceived_bytes = config_b.max_peer_unreceived_bytes = 1 << 20;
+  auto p = make_pair(config_a, config_b);
+  const Peer to_a = p.b->peer("node-a"), to_b = p.a->peer("node-b");
+  constexpr std::size_t kSize = 256 << 10;
+  const auto payload = [](int i) { return std::string(kSize, char('a' + i % 26)); };
+  std::vector<Future<SendResult>> from_b;  // node-a never reads these
+  for (int i = 0; i < 16; ++i) from_b.push_back(p.b->send(Value(payload(i)), to_a, {}, {.tag = 1}));
+  // 32 MiB to node-b, which reads none of it yet: the sends complete until both kernels' buffers
+  // are full, then wait. Close node-a once no send has completed for 200 ms (hang guard: 20 s);
+  // a slower machine only leaves less in the kernel, which the test does not depend on.
+  std::vector<Future<SendResult>> to_b_sends;
+  for (int i = 0; i < 128; ++i) to_b_sends.push_back(p.a->send(Value(payload(i)), to_b, {}, {.tag = 2}));
+  const auto completed = [&] {
+    return std::count_if(to_b_sends.begin(), to_b_sends.end(), [](auto& f) { return f.ready(); });
+  };
+  ASSERT_EQ(to_b_sends.front().wait_for(20s) != nullptr, true);
+  using Clock = std::chrono::steady_clock;
+  for (auto start = Clock::now(), last_change = start; Clock::now() - last_change < 200ms;) {
+    ASSERT_LT(Clock::now() - start, 20s) << "node-a's sends never stopped completing";
+    const auto before = completed();
+    std::this_thread::sleep_for(20ms);
+    if (completed() != before) last_change = Clock::now();
+  }
+  // node-b reads from now on, while node-a closes, until the frame node-a's close cut short
+  // (its recv fails) or, if none was cut, nothing has come for 2 s (node-b's recvs would wait
+  // for node-a to come back; each message is in node-b's kernel or on its way by then).
+  auto reader = std::async(std::launch::async, [&] {
+    int got = 0;
+    for (;; ++got) {
+      auto r = wait_result(p.b->recv(to_a, {.tag = 2, .timeout = 2s}), 20s);
+      if (!r.ok()) break;
+      EXPECT_EQ(r.value().value, Value(payload(got))) << "message " << got;
+    }
+    return got;
+  });
+  p.a->close();
+  int ok = 0;
+  for (auto& f : to_b_sends) {
+    auto r = wait_result(std::move(f));
+    if (r.ok()) ++ok;
+    else EXPECT_EQ(r.error().code, ErrorCode::kClosed) << r.error().message;
+  }
+  ASSERT_GT(ok, 0);
+  EXPECT_LT(ok, 128) << "node-b's kernel took everything: nothing was left to lose";
+  EXPECT_GE(reader.get(), ok) << "sends that completed before close() never reached node-b";
 }
 
 // Runs fn on a new thread and returns its future; gives the thread time to block.

@@ -194,5 +194,11 @@ TEST(CommTls, ANodeJoinsWithACertificateForItsNameAndAnImpostorDoesNot) {
   EXPECT_EQ(wait_value(host->recv(host->peer("node-b")), 20s).value.as<std::string>(), "hi");
 }
 
+
+TEST(CommTls, SendsCompletedBeforeCloseReachAPeerThatReadsThemLater) {
+  Certs certs;
+  expect_close_keeps_completed_sends(tls(certs.config("ca1", "node-a"), 20), tls(certs.config("ca1", "node-b"), 20));
+}
+
 }  // namespace
 }  // namespace wcomm::testing

@@ -27,6 +27,7 @@
 #include <utility>
 #include <vector>
 
+#include "transport/lingering_close.h"
 #include "transport/socket_stream.h"
 #include "transport/tcp/send_queue_bound.h"
 #include "transport/thread_waker.h"
@@ -222,19 +223,13 @@ class TlsStream final : public Connection {
     write_watch_.reset();
     handshake_watch_.reset();
     abort_waiters(false);
-    if (bio_state_.fd >= 0) ::shutdown(bio_state_.fd, SHUT_RDWR);
-  }
-  void close() override {
-    read_watch_.reset();
-    write_watch_.reset();
-    handshake_watch_.reset();
-    abort_waiters(false);
     std::lock_guard lock(mu_);
-    if (bio_state_.fd < 0) return;
-    ::shutdown(bio_state_.fd, SHUT_RDWR);
-    ::close(bio_state_.fd);
-    bio_state_.fd = -1;
+    if (bio_state_.fd >= 0) ::shutdown(bio_state_.fd, SHUT_WR);  // (a graceful end reads on after)
   }
+  void close() override { end(false, {}); }
+  // (No TLS close_notify: a write may stand half done. The peer has read our CLOSE frame
+  // before the end of stream, which is all it needs.)
+  void close_gracefully(std::chrono::steady_clock::duration linger) override { end(true, linger); }
   std::string describe() const override { return description_; }
   std::uint64_t send_bound_bytes() const override { return queue_bound_ ? queue_bound_->bytes() : 0; }
   Traits traits() const override {
@@ -450,6 +445,22 @@ class TlsStream final : public Connection {
     if (std::error_code ec = watch_duplicate(watcher, executor_, bio_state_.fd))
       return asio::post(executor_, [handler = std::move(handler), ec] { handler(ec); });
     watcher->async_wait(what, std::move(handler));
+  }
+
+  void end(bool lingering, std::chrono::steady_clock::duration linger) {
+    read_watch_.reset();
+    write_watch_.reset();
+    handshake_watch_.reset();
+    abort_waiters(false);
+    std::lock_guard lock(mu_);
+    if (bio_state_.fd < 0) return;
+    if (lingering) {
+      close_lingering(executor_, bio_state_.fd, linger);
+    } else {
+      ::shutdown(bio_state_.fd, SHUT_RDWR);
+      ::close(bio_state_.fd);
+    }
+    bio_state_.fd = -1;
   }
 
   asio::any_io_executor executor_;
