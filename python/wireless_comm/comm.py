@@ -560,11 +560,13 @@ class Comm:
 
     async def close(self) -> None:
         """Fails every pending operation with ConnectionClosedError, says CLOSE to connected
-        peers and stops the node. Idempotent."""
+        peers and stops the node once each has read what was sent to it (at most 2 s: a peer
+        that does not read is waited for that long). Idempotent."""
         if self._closed:
             return
         self._closed = True
-        self._core.close()  # the GIL is released while the loop thread stops
+        # On a worker thread (the GIL released): the core's close waits for the peers.
+        await asyncio.get_running_loop().run_in_executor(None, self._core.close)
         self._on_ready()  # the failures of pending operations (and the last peer events)
         self._loop.remove_reader(self._fd)
         self._stash.clear()

@@ -4,13 +4,15 @@ only while that pays (docs/python.md, "Event loop")."""
 
 from __future__ import annotations
 
+import asyncio
 import gc
+import time
 import warnings
 import weakref
 
 import pytest
 
-from helpers import free_port, make_pair, run
+from helpers import CLOSE, DATA, HELLO_ACK, RawClient, free_port, hello, make_pair, run
 from wireless_comm import Comm, CommOptions, OperationTimeoutError, Peer
 from wireless_comm import comm as comm_module
 
@@ -50,4 +52,36 @@ def test_a_recv_that_waited_in_vain_stops_waiting_on_the_loop_thread_for_a_while
         assert await b.recv(src, CommOptions(tag=3)) == ("x", None)
         await a.close()
         await b.close()
+    run(body())
+
+
+def test_close_waits_for_a_peer_that_does_not_read_and_the_event_loop_runs_meanwhile():
+    async def body():
+        a, b = await make_pair()
+        raw = RawClient(b.port)  # pretends to be node-a; reads nothing until the end, never closes
+        raw.write(hello("node-a"))
+        assert raw.read_frame()[0][2] == HELLO_ACK
+        await b.send("last", b.peer("node-a"))
+        ticks = 0
+
+        async def tick() -> None:
+            nonlocal ticks
+            while True:
+                await asyncio.sleep(0.01)
+                ticks += 1
+        ticker = asyncio.create_task(tick())
+        start = time.monotonic()
+        await b.close()
+        took = time.monotonic() - start
+        ticker.cancel()
+        # b lingers 2 s for the peer's end of stream (docs/python.md), which never comes; the
+        # upper bound is a hang guard.
+        assert 1.9 <= took < 10, took
+        assert ticks >= 100, f"close() held the event loop: {ticks} ticks in {took:.2f} s"
+        # What b sent, then its CLOSE, then the end of stream.
+        assert raw.read_frame()[0][2] == DATA
+        assert raw.read_frame()[0][2] == CLOSE
+        assert raw.closed_by_peer()
+        raw.close()
+        await a.close()
     run(body())
