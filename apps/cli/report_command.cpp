@@ -12,6 +12,7 @@
 #include <CLI/CLI.hpp>
 #include <nlohmann/json.hpp>
 
+#include "netbench/fanout_html.h"
 #include "netbench/html_report.h"
 #include "cli/cli_parse.h"
 #include "cli/commands.h"
@@ -74,6 +75,7 @@ int run_report(int argc, char** argv) {
     const std::string name = fs::path(input).filename().string();
     const bench::HtmlReport page = is_sweep_summary(report)       ? render_sweep_html(report, name)
                                    : is_multirank_report(report) ? render_multirank_html(report, name)
+                                   : bench::is_fanout_report(report) ? bench::render_fanout_html(report, name)
                                                                  : bench::render_html_report(report, name);
     write_file(output, page.html);
     if (!quiet) std::fprintf(stderr, "wcomm report: wrote %s\n", output.c_str());

@@ -17,6 +17,7 @@
 
 // The bench layer's headers live under src/ (not a public include directory).
 #include "netbench/diagnostics_commands.h"
+#include "netbench/fanout_html.h"
 #include "netbench/html_report.h"
 #include "netbench/report_compat.h"
 #include "netbench/report_plots.h"
@@ -426,6 +427,51 @@ TEST(HtmlReport, SparseAndHostileReportsStillRender) {
     EXPECT_EQ(page.html.find("<named>"), std::string::npos);
     for (const auto& plot : page.plots) EXPECT_EQ(well_formedness_error(render_svg(plot, true)), "") << plot.id;
   }
+}
+
+// A fan-out report as `wcomm bench fanout` writes it (fanout.cpp).
+json fanout_report() {
+  return {{"scenario", "fanout"},
+          {"peers", 3},
+          {"message_bytes", 1 << 20},
+          {"duration_s", 10.0},
+          {"in_flight_per_peer", 2},
+          {"per_peer",
+           {{{"peer", "sta-1"}, {"goodput_mbps", 41.5}, {"bytes", 51875000}},
+            {{"peer", "sta-2"}, {"goodput_mbps", 40.25}, {"bytes", 50312500}},
+            {{"peer", "<sta-3>"}, {"goodput_mbps", 20.125}, {"bytes", 25156250}}}},
+          {"aggregate_goodput_mbps", 101.875},
+          {"jain_index", 0.9158},
+          {"chunk_bytes", 262144},
+          {"stats", {{"messages_chunked", 12}, {"chunks_sent", 480}}}};
+}
+
+TEST(FanoutHtml, PlotsEveryPeersGoodputBesideTheFairShare) {
+  const json report = fanout_report();
+  ASSERT_TRUE(is_fanout_report(report));
+  EXPECT_FALSE(is_fanout_report(reference_report()));
+  const HtmlReport page = render_fanout_html(report, "fanout & co.json");
+  EXPECT_EQ(well_formedness_error(page.html), "");
+  ASSERT_EQ(page.plots.size(), 1u);
+  const std::string svg = render_svg(page.plots[0], true);
+  EXPECT_EQ(well_formedness_error(svg), "");
+  EXPECT_EQ(point_values(svg, "goodput"), (std::vector<std::string>{"41.5", "40.25", "20.125"}));
+  EXPECT_NE(page.html.find("<h1>Fan-out fairness: fanout &amp; co.json</h1>"), std::string::npos);
+  EXPECT_NE(page.html.find("Jain's index 0.916"), std::string::npos);
+  EXPECT_NE(page.html.find("&lt;sta-3&gt;"), std::string::npos);
+  EXPECT_EQ(page.html.find("<sta-3>"), std::string::npos);
+  // sta-3 got 20.125 of a 33.958 fair share.
+  EXPECT_NE(page.html.find("<td class=\"num\">20.125</td><td class=\"num\">0.593</td>"), std::string::npos);
+  EXPECT_NE(page.html.find("<th>chunks_sent</th><td>480</td>"), std::string::npos);
+}
+
+TEST(FanoutHtml, AReportWithoutPeersStillRenders) {
+  json report = fanout_report();
+  report["per_peer"] = json::array();
+  report.erase("stats");
+  const HtmlReport page = render_fanout_html(report, "empty.json");
+  EXPECT_EQ(well_formedness_error(page.html), "");
+  EXPECT_NE(page.html.find("no data in this run"), std::string::npos);
 }
 
 TEST(HtmlReport, PythonXmlParserAcceptsThePageAndTheSvgFiles) {
