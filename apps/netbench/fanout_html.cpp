@@ -9,7 +9,7 @@ namespace {
 
 using nlohmann::json;
 
-std::string cell(const json& v) { return escape_xml(display_text(v)); }
+std::string value_text(const json& v) { return escape_xml(display_text(v)); }
 
 }  // namespace
 
@@ -48,7 +48,7 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
     fair.points.push_back({.x = static_cast<double>(i), .y = fair_share, .label = "fair share " + three_decimals(fair_share)});
     rows += "<tr><td>" + escape_xml(name) + "</td><td class=\"num\">" + three_decimals(mbps) + "</td><td class=\"num\">" +
             (fair_share > 0 ? three_decimals(mbps / fair_share) : std::string("-")) + "</td><td class=\"num\">" +
-            cell(p.value("bytes", json(nullptr))) + "</td></tr>\n";
+            value_text(p.value("bytes", json(nullptr))) + "</td></tr>\n";
   }
   plot.series = {fair, measured};
   page.plots.push_back(plot);
@@ -60,7 +60,7 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
                   "svg.plot{max-width:100%;height:auto}</style>\n</head>\n<body>\n";
   h += "<h1>Fan-out fairness: " + escape_xml(source_name) + "</h1>\n";
   h += "<p>One node sends to " + std::to_string(peers.size()) + " peers at once for " +
-       cell(report.value("duration_s", json(nullptr))) + " s. Jain's index " +
+       value_text(report.value("duration_s", json(nullptr))) + " s. Jain's index " +
        three_decimals(number_or_zero(report, "jain_index")) + " (1: every peer got the same), aggregate " +
        three_decimals(aggregate) + " Mbit/s.</p>\n";
   h += "<figure>\n" + render_svg(plot, false) + "<figcaption>" + escape_xml(plot.note) + "</figcaption>\n</figure>\n";
@@ -68,10 +68,10 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
        rows + "</table>\n<h2>Settings</h2>\n<table>\n";
   for (const char* key : {"message_bytes", "in_flight_per_peer", "chunk_bytes", "egress_quantum_bytes",
                           "egress_rate_bytes_per_second", "egress_max_bulk_flows"})
-    if (report.contains(key)) h += "<tr><th>" + std::string(key) + "</th><td>" + cell(report[key]) + "</td></tr>\n";
+    if (report.contains(key)) h += "<tr><th>" + std::string(key) + "</th><td>" + value_text(report[key]) + "</td></tr>\n";
   if (report.contains("stats") && report["stats"].is_object())
     for (const auto& [k, v] : report["stats"].items())
-      h += "<tr><th>" + escape_xml(k) + "</th><td>" + cell(v) + "</td></tr>\n";
+      h += "<tr><th>" + escape_xml(k) + "</th><td>" + value_text(v) + "</td></tr>\n";
   h += "</table>\n<footer>from " + escape_xml(source_name) +
        ". Self-contained: the plot is inline SVG and nothing is loaded from elsewhere.</footer>\n</body>\n</html>\n";
   page.html = std::move(h);
