@@ -224,12 +224,13 @@ void ReadOwner::close(const Error& why, Ending how) {
     closing_ = true;
     close_reason_ = why;
     ending_ = how;
-    // A caller may be waiting on the stream: nothing more is sent, but the rest is left to
-    // the caller, so that nothing is released under its feet. Woken (under mu_: it is still
-    // reading, so its waker is there), it stops at its next look and hands the stream back
-    // to be ended.
+    // A caller may be waiting on the stream: nothing more is sent (nor, for an abort,
+    // received: a frame the peer is still sending must not complete here once the peer has
+    // been told it failed), but the rest is left to the caller, so that nothing is released
+    // under its feet. Woken (under mu_: it is still reading, so its waker is there), it
+    // stops at its next look and hands the stream back to be ended.
     if (owner_ == Owner::kCaller) {
-      connection_.shutdown();
+      connection_.shutdown(/*keep_receiving=*/how == Ending::kGraceful);
       return caller_waker_->wake();
     }
   }

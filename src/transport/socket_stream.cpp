@@ -122,12 +122,12 @@ class SocketStream final : public Connection {
     return Prepared::kPolling;
   }
 
-  void shutdown() override {
+  void shutdown(bool keep_receiving) override {
     // The loop lets go of the socket now (its waits see operation_aborted), so nothing of it
     // stays registered with Asio until the descriptor itself is closed, maybe much later.
     read_watch_.reset();
     write_watch_.reset();
-    if (fd_ >= 0) ::shutdown(fd_, SHUT_WR);  // (not SHUT_RD: a graceful end reads on after)
+    if (fd_ >= 0) ::shutdown(fd_, keep_receiving ? SHUT_WR : SHUT_RDWR);
   }
   void close() override {
     // Dropping the watchers cancels their waits: pending operations see operation_aborted.

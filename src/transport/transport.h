@@ -105,11 +105,13 @@ class Connection {
   virtual Prepared prepare_wait(std::vector<pollfd>& fds) = 0;
   virtual void finish_wait(std::span<const pollfd> /*mine*/) {}
 
-  // Loop: cancels outstanding operations (operation_aborted) and ends sending: nothing more
-  // goes out (the peer drops a frame cut short), but what a thread reading the connection
-  // uses stays until close() or close_gracefully(). (Used while a caller reads, which is
-  // woken by its own waker, not by this.)
-  virtual void shutdown() = 0;
+  // Loop: cancels outstanding operations (operation_aborted) and ends sending (the peer drops
+  // a frame cut short), but what a thread reading the connection uses stays until close()
+  // or close_gracefully(). Unless keep_receiving, the peer's further bytes are refused too
+  // (a socket's SHUT_RD: the kernel resets a connection whose peer sends on), so no frame
+  // still on its way completes here; an end that is to linger keeps receiving. (Used while
+  // a caller reads, which is woken by its own waker, not by this.)
+  virtual void shutdown(bool keep_receiving) = 0;
   // Loop: ends the stream, cancels outstanding operations (operation_aborted), releases all.
   virtual void close() = 0;
   // Loop: the same, without losing what was handed over: the peer gets it all before the end,

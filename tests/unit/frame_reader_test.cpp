@@ -51,7 +51,7 @@ class ScriptedStream final : public transport::Connection {
   void async_wait_readable(std::function<void(std::error_code)>) override { std::abort(); }
   void stop_waiting_readable() override {}
   Prepared prepare_wait(std::vector<pollfd>&) override { return Prepared::kReadable; }
-  void shutdown() override {}
+  void shutdown(bool) override {}
   void close() override {}
   std::string describe() const override { return "scripted"; }
   Traits traits() const override {

@@ -194,7 +194,7 @@ class ShmConnection final : public Connection {
 
   // ---- ending -------------------------------------------------------------------------------
 
-  void shutdown() override {
+  void shutdown(bool /*keep_receiving*/) override {  // (no lingering end here)
     if (shut_.exchange(true)) return;
     // The reader learns that nothing follows, and that remote records it has not claimed yet
     // are void (a write abandoned part-way: their memory may go); the socket's end wakes
@@ -209,7 +209,7 @@ class ShmConnection final : public Connection {
   }
   void close() override {
     if (closed_) return;
-    shutdown();
+    shutdown(false);
     for (auto* w : {&data_watch_, &space_watch_, &socket_read_watch_, &socket_write_watch_}) w->reset();
     // The descriptors go now; the mapping stays until this object does (nothing may read
     // unmapped memory, however late).

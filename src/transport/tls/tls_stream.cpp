@@ -218,13 +218,13 @@ class TlsStream final : public Connection {
     return Prepared::kPolling;
   }
 
-  void shutdown() override {
+  void shutdown(bool keep_receiving) override {
     read_watch_.reset();
     write_watch_.reset();
     handshake_watch_.reset();
     abort_waiters(false);
     std::lock_guard lock(mu_);
-    if (bio_state_.fd >= 0) ::shutdown(bio_state_.fd, SHUT_WR);  // (a graceful end reads on after)
+    if (bio_state_.fd >= 0) ::shutdown(bio_state_.fd, keep_receiving ? SHUT_WR : SHUT_RDWR);
   }
   void close() override { end(false, {}); }
   // (No TLS close_notify: a write may stand half done. The peer has read our CLOSE frame

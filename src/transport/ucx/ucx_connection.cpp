@@ -87,7 +87,7 @@ class UcxConnection final : public Connection {
     return Prepared::kPolling;
   }
 
-  void shutdown() override {
+  void shutdown(bool /*keep_receiving*/) override {  // (no lingering end here)
     if (shut_.exchange(true)) return;
     channel_->mark_shut();  // wakes any waiter
     {
@@ -103,7 +103,7 @@ class UcxConnection final : public Connection {
     }
   }
   void close() override {
-    shutdown();
+    shutdown(false);
     watch_.reset();
     // The channel lingers in the hub until the peer acknowledges the end. Both stay held
     // until this object goes (a late reader finds a shut channel, never a freed one); the hub
