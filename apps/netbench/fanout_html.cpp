@@ -41,7 +41,7 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
   std::string rows;
   for (std::size_t i = 0; i < peers.size(); ++i) {
     const json& p = peers[i];
-    const std::string name = p.value("peer", json("?")).is_string() ? p.value("peer", std::string("?")) : "?";
+    const std::string name = display_text(p.value("peer", json("?")));
     const double mbps = number_or_zero(p, "goodput_mbps");
     plot.x.categories.push_back(name);
     measured.points.push_back({.x = static_cast<double>(i), .y = mbps, .label = name + ": " + three_decimals(mbps) + " Mbit/s"});

@@ -211,7 +211,7 @@ inline void expect_close_keeps_completed_sends(CommConfig config_a, CommConfig c
   const auto completed = [&] {
     return std::count_if(to_b_sends.begin(), to_b_sends.end(), [](auto& f) { return f.ready(); });
   };
-  ASSERT_EQ(to_b_sends.front().wait_for(20s) != nullptr, true);
+  ASSERT_NE(to_b_sends.front().wait_for(20s), nullptr) << "node-a's first send never completed";  // (hang guard)
   using Clock = std::chrono::steady_clock;
   for (auto start = Clock::now(), last_change = start; Clock::now() - last_change < 200ms;) {
     ASSERT_LT(Clock::now() - start, 20s) << "node-a's sends never stopped completing";
