@@ -23,7 +23,8 @@
 # `ip netns exec "$WIFI_CELL_STA_NS_1" ...`:
 #   WIFI_CELL_AP_NS, WIFI_CELL_AP_ADDR (192.0.2.1): the host behind the access point
 #   WIFI_CELL_STA_NS_<i>, WIFI_CELL_STA_ADDR_<i> (192.0.2.(10+i)): station i, i = 1..N
-#   WIFI_CELL_STATIONS (N), WIFI_CELL_LOG (the emulator's log, readable while it runs)
+#   WIFI_CELL_STATIONS (N), WIFI_CELL_LOG (the emulator's log, readable while it runs),
+#   WIFI_CELL_ARGS (the emulator's options, for a report to name the cell)
 # Exit status: the command's; 3 when the emulator fell behind real time (its mean lag passed
 # its --lag-limit-ms: the figures are not valid), whatever the command did; 4 no TUN device
 # (the kernel lacks TUN/TAP); 1 the cell could not be set up; 2 usage. Needs root.
@@ -110,7 +111,8 @@ make_host() {  # make_host <netns> <tap> <address>
 
 station_args=()
 make_host "$ap_ns" "$ap_tap" 192.0.2.1
-export WIFI_CELL_AP_NS="$ap_ns" WIFI_CELL_AP_ADDR=192.0.2.1 WIFI_CELL_STATIONS="$stations" WIFI_CELL_LOG="$log"
+export WIFI_CELL_AP_NS="$ap_ns" WIFI_CELL_AP_ADDR=192.0.2.1 WIFI_CELL_STATIONS="$stations" WIFI_CELL_LOG="$log" \
+  WIFI_CELL_ARGS="--stations $stations ${emu_args[*]}"
 for i in $(seq "$stations"); do
   ns="wifi-sta$i-$id"
   make_host "$ns" "wcs$i$id" "192.0.2.$((10 + i))"

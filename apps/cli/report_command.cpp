@@ -13,6 +13,7 @@
 #include <nlohmann/json.hpp>
 
 #include "netbench/fanout_html.h"
+#include "netbench/flows_html.h"
 #include "netbench/html_report.h"
 #include "cli/cli_parse.h"
 #include "cli/commands.h"
@@ -59,7 +60,7 @@ int run_report(int argc, char** argv) {
   std::string output;
   std::string svg_dir;
   bool quiet = false;
-  app.add_option("report", input, "the benchmark report (JSON) written by wcomm bench initiator (or V0.1)")->required();
+  app.add_option("report", input, "the report (JSON): wcomm bench initiator or fanout (or V0.1), wcomm multirank, a cluster sweep, or the Wi-Fi cell's flows study")->required();
   app.add_option("-o,--output", output, "the HTML page to write (default: the report's name with .html)");
   app.add_option("--svg-dir", svg_dir, "also write each plot as DIR/<plot>.svg");
   app.add_flag("--quiet", quiet, "do not list the files written on stderr");
@@ -76,6 +77,7 @@ int run_report(int argc, char** argv) {
     const bench::HtmlReport page = is_sweep_summary(report)       ? render_sweep_html(report, name)
                                    : is_multirank_report(report) ? render_multirank_html(report, name)
                                    : bench::is_fanout_report(report) ? bench::render_fanout_html(report, name)
+                                   : bench::is_flows_report(report)  ? bench::render_flows_html(report, name)
                                                                  : bench::render_html_report(report, name);
     write_file(output, page.html);
     if (!quiet) std::fprintf(stderr, "wcomm report: wrote %s\n", output.c_str());

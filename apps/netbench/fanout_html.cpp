@@ -1,6 +1,7 @@
 // render_fanout_html: the fan-out report's page (fanout_html.h).
 #include "netbench/fanout_html.h"
 
+#include "netbench/html_page.h"
 #include "netbench/json_access.h"
 #include "netbench/svg_plot.h"
 
@@ -53,12 +54,7 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
   plot.series = {fair, measured};
   page.plots.push_back(plot);
 
-  std::string h = "<!DOCTYPE html>\n<html lang=\"en\">\n<head>\n<meta charset=\"utf-8\"/>\n<title>wcomm bench fanout: " +
-                  escape_xml(source_name) +
-                  "</title>\n<style>body{font-family:sans-serif;margin:2em}table{border-collapse:collapse;margin:1em 0}"
-                  "td,th{border:1px solid #ccc;padding:2px 8px}td.num{text-align:right}th{background:#eee}"
-                  "svg.plot{max-width:100%;height:auto}</style>\n</head>\n<body>\n";
-  h += "<h1>Fan-out fairness: " + escape_xml(source_name) + "</h1>\n";
+  std::string h = simple_page_start("wcomm bench fanout: " + source_name, "Fan-out fairness: " + source_name);
   h += "<p>One node sends to " + std::to_string(peers.size()) + " peers at once for " +
        value_text(report.value("duration_s", json(nullptr))) + " s. Jain's index " +
        three_decimals(number_or_zero(report, "jain_index")) + " (1: every peer got the same), aggregate " +
@@ -72,8 +68,7 @@ HtmlReport render_fanout_html(const json& report, const std::string& source_name
   if (report.contains("stats") && report["stats"].is_object())
     for (const auto& [k, v] : report["stats"].items())
       h += "<tr><th>" + escape_xml(k) + "</th><td>" + value_text(v) + "</td></tr>\n";
-  h += "</table>\n<footer>from " + escape_xml(source_name) +
-       ". Self-contained: the plot is inline SVG and nothing is loaded from elsewhere.</footer>\n</body>\n</html>\n";
+  h += "</table>\n" + simple_page_end(source_name);
   page.html = std::move(h);
   return page;
 }

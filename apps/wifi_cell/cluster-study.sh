@@ -3,7 +3,8 @@
 # one rank on each station, launched over SSH like V0.1's cluster_benchmark, with Debian's sshd
 # running in every station's namespace (generated keys, the launcher's `ssh` and `scp` given
 # their config by a wrapper first in PATH). Runs the job once per algorithm in ALGORITHMS
-# (wcomm's Group: auto; V0.1's ring: v01) and prints p50 / p99 per collective. Runs inside
+# (wcomm's Group: auto; V0.1's ring: v01), prints p50 / p99 per collective and draws each
+# report (OUT/cluster-ALGORITHM.html: completion per size, each rank's p50). Runs inside
 # scripts/wifi-cell.sh; the launcher runs on the host behind the access point:
 #   OUT=/tmp/cluster scripts/wifi-cell.sh --stations 4 --width 40 --mcs 7 -- bash apps/wifi_cell/cluster-study.sh
 # Environment: CLI (default build/wcomm), OUT, SIZES (default 1048576), ROUNDS (default 10),
@@ -114,4 +115,5 @@ for name, sizes in r["collective_summary"].items():
         print("%s %s %s B: p50 %.1f ms, p99 %.1f ms (%d rounds)" % (sys.argv[2], name, size, c["p50"], c["p99"], c["sample_count"]))
 PY
   lag "$m"
+  "$cli" report "$out/cluster-$algorithm.json" -o "$out/cluster-$algorithm.html" --quiet  # its plots
 done

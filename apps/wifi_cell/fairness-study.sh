@@ -10,25 +10,32 @@
 # Environment: DURATION (default 10), OUT (where the results go), PY (default /usr/bin/python3),
 # PATTERNS (default "upload fanout"), CLI (default build/wcomm), DESIGNS (default "wcomm v01"),
 # WCOMM_FLOWS_COMM (more CommConfig fields for the wcomm design, a JSON object).
+# Writes OUT/flows.json (every run: flows, sum, Jain, the emulator's lag) and, with `wcomm report`,
+# OUT/flows.html and OUT/flows-svg/.
 set -eu
 n=$WIFI_CELL_STATIONS host=$WIFI_CELL_AP_NS addr=$WIFI_CELL_AP_ADDR out=${OUT:-.} py=${PY:-/usr/bin/python3}
 d=${DURATION:-10} here=$(cd "$(dirname "$0")" && pwd) cli=${CLI:-build/wcomm}
 mkdir -p "$out"
-source "$(dirname "$0")/study-common.sh"  # mark, lag
-# summary DESIGN PATTERN FILE...: the flows' Mbit/s from the sinks' JSON lines, their sum, Jain
-summary() { python3 - "$@" <<'PY'
+source "$(dirname "$0")/study-common.sh"  # mark, lag, lag_json
+# record DESIGN PATTERN MARK FILE...: the flows' Mbit/s from the sinks' JSON lines (in station
+# order), their sum, Jain's index and the emulator's lag since MARK, printed and added to the
+# runs that flows.json gathers at the end
+record() { local design=$1 pattern=$2 since=$3; shift 3
+  python3 - "$design" "$pattern" "$(lag_json "$since")" "$@" <<'PY' | tee -a "$out/flows-runs.jsonl"
 import json, sys
-design, pattern, files = sys.argv[1], sys.argv[2], sys.argv[3:]
+design, pattern, lag, files = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), sys.argv[4:]
 x = [v for f in files for v in json.load(open(f))["flows_mbps"].values()]
 r = {"design": design, "pattern": pattern, "flow_mbps": x, "sum_mbps": round(sum(x), 2),
-     "jain": round(sum(x) ** 2 / (len(x) * sum(v * v for v in x)), 4) if any(x) else 0}
+     "jain": round(sum(x) ** 2 / (len(x) * sum(v * v for v in x)), 4) if any(x) else 0, "lag": lag}
 print(json.dumps(r))
 PY
+  lag "$since"
 }
 sta_ns() { v=WIFI_CELL_STA_NS_$1; echo "${!v}"; }
 sta_addr() { v=WIFI_CELL_STA_ADDR_$1; echo "${!v}"; }
 stations=$(for i in $(seq 1 "$n"); do printf '%s,' "$(sta_addr "$i")"; done); stations=${stations%,}
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg); $n stations, $d s a phase"
+: > "$out/flows-runs.jsonl"
 
 for pattern in ${PATTERNS:-upload fanout}; do
   # iperf3: one stream per flow, all at once
@@ -51,8 +58,7 @@ x = {str(i): round(json.load(open(f"{out}/iperf3-{pattern}-{i}.json"))["end"]["s
      for i in range(1, n + 1)}
 print(json.dumps({"flows_mbps": x}))
 PY
-  summary iperf3 "$pattern" "$out/flows-iperf3-$pattern.json"
-  lag "$m"
+  record iperf3 "$pattern" "$m" "$out/flows-iperf3-$pattern.json"
 
   for design in ${DESIGNS:-wcomm v01}; do
     m=$(mark)
@@ -79,8 +85,7 @@ PY
         --peers "$stations" &
     fi
     wait
-    summary "$design" "$pattern" "${sinks[@]}"
-    lag "$m"
+    record "$design" "$pattern" "$m" "${sinks[@]}"
   done
   [ "$pattern" = fanout ] || continue
   # wcomm's own fan-out benchmark (C++: `wcomm bench fanout` / `sink`), egress scheduler off and on
@@ -107,13 +112,19 @@ YAML
     timeout $((d + 40)) ip netns exec "$host" "$cli" bench --config "$out/fanout.yaml" fanout --peers "${ids[@]}" \
       --duration "$d" --quiet --output "$out/bench-fanout-$scheduler.json"
     wait
-    python3 - "$out/bench-fanout-$scheduler.json" "$scheduler" <<'PY'
+    python3 - "$out/bench-fanout-$scheduler.json" > "$out/flows-bench-fanout-$scheduler.json" <<'PY'
 import json, sys
-r = json.load(open(sys.argv[1]))
-print("wcomm bench fanout, egress scheduler %s: %s; sum %.1f Mbit/s; Jain %.4f" % (sys.argv[2],
-      " / ".join("%.1f" % p["goodput_mbps"] for p in r["per_peer"]), r["aggregate_goodput_mbps"], r["jain_index"]))
+print(json.dumps({"flows_mbps": {p["peer"]: p["goodput_mbps"] for p in json.load(open(sys.argv[1]))["per_peer"]}}))
 PY
-    lag "$m"
+    record "wcomm bench fanout, scheduler $scheduler" "$pattern" "$m" "$out/flows-bench-fanout-$scheduler.json"
   done
 done
 echo "load average: $(cut -d' ' -f1-3 /proc/loadavg)"
+# Every run in one report, and its page (`wcomm report`: per pattern, the flows per design as a plot)
+python3 - "$out/flows-runs.jsonl" "$n" "$d" "${WIFI_CELL_ARGS:-}" > "$out/flows.json" <<'PY'
+import json, sys
+runs = [json.loads(l) for l in open(sys.argv[1]) if l.strip()]
+print(json.dumps({"scenario": "flows", "stations": int(sys.argv[2]), "duration_s": float(sys.argv[3]),
+                  "cell": sys.argv[4], "runs": runs}, indent=1))
+PY
+if [ -x "$cli" ]; then "$cli" report "$out/flows.json" -o "$out/flows.html" --svg-dir "$out/flows-svg"; fi

@@ -18,6 +18,7 @@
 // The bench layer's headers live under src/ (not a public include directory).
 #include "netbench/diagnostics_commands.h"
 #include "netbench/fanout_html.h"
+#include "netbench/flows_html.h"
 #include "netbench/html_report.h"
 #include "netbench/report_compat.h"
 #include "netbench/report_plots.h"
@@ -472,6 +473,70 @@ TEST(FanoutHtml, AReportWithoutPeersStillRenders) {
   const HtmlReport page = render_fanout_html(report, "empty.json");
   EXPECT_EQ(well_formedness_error(page.html), "");
   EXPECT_NE(page.html.find("no data in this run"), std::string::npos);
+}
+
+json flows_report() {
+  auto run = [](const char* pattern, const char* design, std::vector<double> flows, double jain, double lag_mean_ms) {
+    double sum = 0;
+    for (double x : flows) sum += x;
+    return json{{"pattern", pattern}, {"design", design},         {"flow_mbps", flows},
+                {"sum_mbps", sum},    {"jain", jain},             {"lag", {{"windows", 10}, {"mean_ms", lag_mean_ms}}}};
+  };
+  return {{"scenario", "flows"},
+          {"stations", 3},
+          {"duration_s", 10},
+          {"cell", "--stations 3 --width 40 --mcs 7"},
+          {"runs",
+           {run("upload", "iperf3", {36.25, 37.5, 42.25}, 0.995, 0.05),
+            run("upload", "wcomm", {38.5, 42.75, 36.0}, 0.995, 0.06),
+            run("upload", "v01 <asyncio>", {39.0, 41.25, 35.75}, 0.997, 0.04),
+            run("fanout", "iperf3", {47.75, 37.5, 50.25}, 0.986, 0.05),
+            run("fanout", "wcomm", {10.0, 20.0, 30.0}, 0.857, 2.5)}}};
+}
+
+TEST(FlowsHtml, PlotsEachPatternsFlowsPerDesignBesideTheFairShare) {
+  const json report = flows_report();
+  ASSERT_TRUE(is_flows_report(report));
+  EXPECT_FALSE(is_flows_report(fanout_report()));
+  EXPECT_FALSE(is_fanout_report(report));
+  const HtmlReport page = render_flows_html(report, "flows.json");
+  EXPECT_EQ(well_formedness_error(page.html), "");
+  ASSERT_EQ(page.plots.size(), 2u);  // upload, then fan-out: the order the runs name them
+  EXPECT_EQ(page.plots[0].id, "flows-upload");
+  EXPECT_EQ(page.plots[1].id, "flows-fanout");
+  const std::string upload = render_svg(page.plots[0], true);
+  EXPECT_EQ(well_formedness_error(upload), "");
+  // Station 1's flow under each design, in the runs' order.
+  EXPECT_EQ(point_values(upload, "station 1"), (std::vector<std::string>{"36.25", "38.5", "39"}));
+  EXPECT_EQ(point_values(upload, "station 3"), (std::vector<std::string>{"42.25", "36", "35.75"}));
+  // One fair-share tick per design: iperf3's sum 116 over 3 flows.
+  EXPECT_EQ(count_of(upload, "<line class=\"marker\" data-series=\"fair share\""), 3u);
+  EXPECT_NE(upload.find("data-value=\"38.6666"), std::string::npos);
+  EXPECT_NE(upload.find("v01 &lt;asyncio&gt;"), std::string::npos);
+  EXPECT_EQ(page.html.find("v01 <asyncio>"), std::string::npos);
+  // wcomm's upload sum against iperf3's: 117.25 / 116.
+  EXPECT_NE(page.html.find("<td class=\"num\">117.250</td><td class=\"num\">0.995</td><td class=\"num\">1.011</td>"),
+            std::string::npos);
+}
+
+TEST(FlowsHtml, ARunWhereTheEmulatorFellBehindIsShownInvalidAndLeftOutOfThePlot) {
+  const HtmlReport page = render_flows_html(flows_report(), "flows.json");
+  const std::string fanout = render_svg(page.plots[1], true);
+  EXPECT_EQ(point_values(fanout, "station 1"), (std::vector<std::string>{"47.75"}));  // iperf3's only
+  EXPECT_EQ(page.plots[1].x.categories, (std::vector<std::string>{"iperf3"}));
+  EXPECT_NE(page.html.find("<td class=\"num\">2.500</td><td>no: the emulator fell behind real time</td>"),
+            std::string::npos);
+}
+
+TEST(FlowsHtml, AReportWithoutRunsStillRenders) {
+  json report = flows_report();
+  report["runs"] = json::array();
+  report.erase("cell");
+  const HtmlReport page = render_flows_html(report, "empty.json");
+  EXPECT_EQ(well_formedness_error(page.html), "");
+  EXPECT_TRUE(page.plots.empty());
+  EXPECT_NE(page.html.find("no runs in this report"), std::string::npos);
+  EXPECT_NE(page.html.find("cell: not recorded"), std::string::npos);
 }
 
 TEST(HtmlReport, PythonXmlParserAcceptsThePageAndTheSvgFiles) {
