@@ -114,7 +114,7 @@ YAML
     wait
     python3 - "$out/bench-fanout-$scheduler.json" > "$out/flows-bench-fanout-$scheduler.json" <<'PY'
 import json, sys
-print(json.dumps({"flows_mbps": {p["peer"]: p["goodput_mbps"] for p in json.load(open(sys.argv[1]))["per_peer"]}}))
+print(json.dumps({"flows_mbps": {p["peer"]: round(p["goodput_mbps"], 2) for p in json.load(open(sys.argv[1]))["per_peer"]}}))
 PY
     record "wcomm bench fanout, scheduler $scheduler" "$pattern" "$m" "$out/flows-bench-fanout-$scheduler.json"
   done

@@ -54,6 +54,14 @@ def check_report(report, launcher):
     assert side["local_ranks"] == [0, 1, 2, 3] and side["environment_before"]["kernel_network_counters"] is not None
 
 
+# The kill tests' jobs: the first measurement (MID_RUN_ROUNDS barriers) must end well inside the
+# launch's 60 s, and the two broadcast cells after it must still be running when the test kills a
+# rank a moment later (if the job ended first, the report would not name a failure, and the
+# test fails). With 20000 rounds the first cell alone took over 55 s beside two busy loops (the
+# job was cut off by its timeout before the kill: item 6's loaded rounds); 2000 take about a tenth.
+MID_RUN_ROUNDS = 2000
+
+
 def kill_a_rank_mid_run(p, config, variable):
     ranks = wait_for(lambda: (lambda r: r if len(r) == 4 else None)(rank_processes(config, variable)))
     assert ranks and len(ranks) == 4, ranks
@@ -94,7 +102,7 @@ def test_slurm_runs_the_job_with_4_tasks(slurm, tmp_path):
 
 
 def test_slurm_rank_killed_mid_run_is_named_and_the_job_stopped(slurm, tmp_path):
-    config = topology(tmp_path, rounds=20000, collectives=("barrier", "broadcast"))
+    config = topology(tmp_path, rounds=MID_RUN_ROUNDS, collectives=("barrier", "broadcast"))
     p = launch(config, "--launcher", "slurm", "--timeout", "60", env=dict(slurm.env, MASTER_ADDR="127.0.0.1"))
     report, err = kill_a_rank_mid_run(p, config, "SLURM_PROCID")
     assert p.returncode == 1, err
@@ -118,14 +126,15 @@ def test_mpirun_with_a_localhost_hostfile_runs_the_job(tmp_path):
 
 
 def test_mpirun_rank_killed_mid_run_is_named_and_the_job_stopped(tmp_path):
-    config = topology(tmp_path, rounds=20000, collectives=("barrier", "broadcast"))
+    config = topology(tmp_path, rounds=MID_RUN_ROUNDS, collectives=("barrier", "broadcast"))
     hostfile = tmp_path / "hosts"
     hostfile.write_text("localhost slots=4\n")
     p = launch(config, "--launcher", "mpirun", "--hostfile", str(hostfile), "--timeout", "60")
     report, err = kill_a_rank_mid_run(p, config, "OMPI_COMM_WORLD_RANK")
-    assert p.returncode == 1, err
-    assert report["failure"]["reason"].startswith("rank 2: "), report["failure"]
-    assert "signal 9" in report["failure"]["reason"] or "Killed" in report["failure"]["reason"], report["failure"]
+    what = json.dumps(report, indent=1) + "\n--- the launcher's stderr ---\n" + err  # what each part said
+    assert p.returncode == 1, what
+    assert report["failure"]["reason"].startswith("rank 2: "), what
+    assert "signal 9" in report["failure"]["reason"] or "Killed" in report["failure"]["reason"], what
     assert wait_for(lambda: not rank_processes(config, "OMPI_COMM_WORLD_RANK"), 10), "ranks left running"
 
 
