@@ -18,6 +18,10 @@ std::uint64_t max_send_buffer_bytes() {
   return bytes;
 }
 
+std::uint64_t send_budget_bytes(std::uint64_t rate, std::uint64_t window_us) {
+  return std::max<std::uint64_t>(rate * window_us / 1'000'000 + SendQueueBound::kShareBytes, SendQueueBound::kMinBytes);
+}
+
 void SendQueueBound::on_write_blocked(int fd) {
   const auto now = std::chrono::steady_clock::now();
   const bool looked = last_ != std::chrono::steady_clock::time_point{};
@@ -37,8 +41,7 @@ void SendQueueBound::on_write_blocked(int fd) {
   const std::uint64_t rate = acked * 1'000'000'000ull / std::chrono::duration_cast<std::chrono::nanoseconds>(since).count();
   const std::uint64_t window_us = info.tcpi_min_rtt + static_cast<std::uint64_t>(target_.count());
   if (bytes() == 0 && info.tcpi_rtt < window_us) return;  // no standing queue on the path
-  // What the path delivers in min RTT + target (delivery rate in bytes per second).
-  std::uint64_t budget = std::max<std::uint64_t>(rate * window_us / 1'000'000, kMinBytes);
+  std::uint64_t budget = send_budget_bytes(rate, window_us);
   if (budget > max_send_buffer_bytes()) {
     if (bytes() == 0) return;  // a path too long to bound without costing goodput
     budget = max_send_buffer_bytes();

@@ -8,6 +8,11 @@
 // to configure. Where the path is slower than the bound, the acknowledged rate falls and
 // the buffer with it; where it is faster, the buffer grows by (min RTT + target) / RTT a look.
 //
+// Flows through one queue share it evenly: each budget is its rate's share plus the same
+// kShareBytes, so a flow above the mean share is given proportionally less room and slows,
+// one below it speeds up (send_budget_bytes). Without that constant any split of the queue
+// would be kept: each flow's budget would follow its own rate.
+//
 // It acts only on a path that queues: until the smoothed RTT passes min RTT + target, the
 // kernel's send buffer autotuning is left alone, so loopback, a LAN or any path without a
 // standing queue never sees it. It never sets a buffer beyond net.core.wmem_max allows: on a
@@ -36,6 +41,12 @@ class SendQueueBound {
   static constexpr std::chrono::milliseconds kInterval{10};
   // Never below: a few full-size segments, so even a very slow link is kept busy.
   static constexpr std::uint64_t kMinBytes = 16u << 10;
+  // Added to every flow's budget. Flows through one queue settle at equal rates, with about
+  // n x kShareBytes / link rate more queueing delay than the target (in the model: 1.5 ms for
+  // 3 flows at 16 MB/s; measured on one uplink of the emulated cell: 1-2 ms at the median),
+  // and a split between them shrinks by a factor (min RTT + target) / RTT a look (docs/wifi.md,
+  // "Flows from one node through one queue").
+  static constexpr std::uint64_t kShareBytes = 8u << 10;
 
  private:
   std::chrono::microseconds target_;
@@ -43,6 +54,10 @@ class SendQueueBound {
   std::uint64_t last_acked_ = 0;
   std::atomic<std::uint64_t> bytes_{0};
 };
+
+// The send buffer for a flow that delivered rate bytes a second, with window_us of min RTT +
+// target: what it delivers in that window, plus kShareBytes; at least kMinBytes.
+std::uint64_t send_budget_bytes(std::uint64_t rate, std::uint64_t window_us);
 
 // The largest send buffer SO_SNDBUF can give here (twice net.core.wmem_max), read once.
 std::uint64_t max_send_buffer_bytes();
