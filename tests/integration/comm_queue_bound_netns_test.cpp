@@ -226,12 +226,14 @@ TEST(CommQueueBoundNetns, FlowsFromOneNodeShareTheBoundedQueueEvenly) {
   std::printf("first flow %.1f Mbit/s, latecomer %.1f Mbit/s\n", first, latecomer);
   // Jain's index, issue 30's fairness measure, at its target 0.9 (for two flows: the slower
   // at least 0.54x the faster). Seen: 0.93-1.00x, in Release and under TSan, quiet or beside
-  // a busy loop. On this veth the split also evens out without SendQueueBound::kShareBytes
-  // (0.95-1.00x, three runs): the rule's own check is unit.SendQueueBound.*, and the Wi-Fi
+  // two or three busy loops. On this veth the split also evens out without
+  // SendQueueBound::kShareBytes (0.93-1.00x, six runs): the rule's own check is
+  // unit.SendQueueBound.*, and the Wi-Fi
   // cell's fan-out shows what it changes (docs/wifi.md). Connecting node-c only when its flow
   // starts, behind node-b's standing queue, gives node-c a min RTT that holds that queue and
-  // so a larger budget: then the slower flow got 0.28-0.88x of the faster (with the constant,
-  // node-c mostly the faster under load; 0.15-0.34x without, node-c the faster), the
+  // so a larger budget: then the slower flow got 0.68-0.88x of the faster on a quiet machine
+  // and 0.28-0.88x under TSan beside busy loops (with the constant; 0.15-0.34x without,
+  // node-c the faster), the
   // latecomer's advantage of any delay-based bound (docs/wifi.md, "Not yet here").
   // 80 Mbit/s of 100 says the link stayed full (95-96 seen).
   const double jain = (first + latecomer) * (first + latecomer) / (2 * (first * first + latecomer * latecomer));
