@@ -43,6 +43,16 @@ TEST(CommQueueBoundNetns, SenderRole) {
   std::printf("chunks_sent %llu\n", static_cast<unsigned long long>(comm->stats().chunks_sent));
 }
 
+// This test binary started again inside namespace netns as the role test `role` (one of the
+// *Role tests here, which skip unless variable is set), with variable=value.
+Process spawn_role(const std::string& netns, const std::string& variable, const std::string& value,
+                   const std::string& role, const TempDir& dir) {
+  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
+  return Process::spawn({"ip", "netns", "exec", netns, "env", variable + "=" + value, self,
+                         "--gtest_filter=CommQueueBoundNetns." + role},
+                        dir.path(), role);
+}
+
 struct UnderLoad {
   double ping_p50_ms = 0;
   std::uint64_t send_buffer = 0;  // node-a's, as ss reads it (skmem tb)
@@ -73,10 +83,7 @@ UnderLoad send_over_bloated_link(const Namespaces& ns, std::uint64_t target_us, 
   auto receiver = Process::spawn({"ip", "netns", "exec", ns.b, WCOMM_CLI, "node", "--config", b_yaml, "recv", "--src",
                                   "node-a", "--count", "1", "--timeout", "30"},
                                  dir.path(), "recv");
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto sender = Process::spawn({"ip", "netns", "exec", ns.a, "env", "WCOMM_QUEUE_BOUND_SENDER_CONFIG=" + a_yaml, self,
-                                "--gtest_filter=CommQueueBoundNetns.SenderRole"},
-                               dir.path(), "sender");
+  auto sender = spawn_role(ns.a, "WCOMM_QUEUE_BOUND_SENDER_CONFIG", a_yaml, "SenderRole", dir);
   // The schedule of the measurement, not a synchronisation: 16 MiB takes 2.7 s at 50 Mbit/s;
   // the queue has formed by 0.7 s, and the pings end by about 1.8 s (checked below).
   std::this_thread::sleep_for(700ms);
@@ -146,6 +153,7 @@ TEST(CommQueueBoundNetns, FanOutSenderRole) {
   const char* config = std::getenv("WCOMM_FAN_OUT_SENDER_CONFIG");
   if (config == nullptr) GTEST_SKIP() << "node-a's side of FlowsFromOneNodeShareTheBoundedQueueEvenly";
   auto comm = Comm::create(load_node_config(config));
+  // Every 30 s and 40 s below guards against a hang, not the contract: the run takes 5 s.
   // Both connections first, on the empty queue, so each measures its path's true min RTT
   // (see the test below).
   for (const char* node : {"node-b", "node-c"}) wait_value(comm->send(Value("hello"), comm->peer(node)), 40s);
@@ -158,7 +166,6 @@ TEST(CommQueueBoundNetns, FanOutSenderRole) {
     const Peer& to = comm->peer(node);
     std::deque<Future<SendResult>> in_flight;
     auto complete_one = [&] {
-      // A guard against a hang, not the contract: a tensor takes about 40 ms here.
       wait_value(std::move(in_flight.front()), 40s);
       in_flight.pop_front();
       const auto now = Clock::now();
@@ -175,7 +182,8 @@ TEST(CommQueueBoundNetns, FanOutSenderRole) {
   std::thread first(flow, "node-b", 0ms, std::ref(to_b));
   flow("node-c", 1000ms, to_c);
   first.join();
-  std::printf("flow_mbps %.2f %.2f\n", to_b * 8 / 2.5e6, to_c * 8 / 2.5e6);
+  const double window_us = std::chrono::duration<double, std::micro>(stop - window_start).count();
+  std::printf("flow_mbps %.2f %.2f\n", to_b * 8 / window_us, to_c * 8 / window_us);
 }
 
 // Two nodes in node-b's namespace take what node-a sends until its "end".
@@ -187,6 +195,7 @@ TEST(CommQueueBoundNetns, FanOutReceiversRole) {
   for (const std::string path : {both.substr(0, both.find(',')), both.substr(both.find(',') + 1)})
     receivers.emplace_back([path] {
       auto comm = Comm::create(load_node_config(path));
+      // 40 s: a guard against a hang (node-a's run takes 5 s), not the contract.
       wait_value(comm->recv(comm->peer("node-a")), 40s);  // the hello
       while (wait_value(comm->recv(comm->peer("node-a")), 40s).value != Value("end")) {
       }
@@ -209,13 +218,8 @@ TEST(CommQueueBoundNetns, FlowsFromOneNodeShareTheBoundedQueueEvenly) {
                              "{node_id: node-b, host: 192.0.2.2, port: 47302}, {node_id: node-c, host: 192.0.2.2, port: 47303}");
   const std::string from_a = "{node_id: node-a, host: 192.0.2.1, port: 47301}";
   const std::string b = node("node-b", "192.0.2.2", 47302, from_a), c = node("node-c", "192.0.2.2", 47303, from_a);
-  const std::string self = std::filesystem::read_symlink("/proc/self/exe").string();
-  auto receivers = Process::spawn({"ip", "netns", "exec", ns.b, "env", "WCOMM_FAN_OUT_RECEIVER_CONFIGS=" + b + "," + c,
-                                   self, "--gtest_filter=CommQueueBoundNetns.FanOutReceiversRole"},
-                                  dir.path(), "receivers");
-  auto sender = Process::spawn({"ip", "netns", "exec", ns.a, "env", "WCOMM_FAN_OUT_SENDER_CONFIG=" + a, self,
-                                "--gtest_filter=CommQueueBoundNetns.FanOutSenderRole"},
-                               dir.path(), "sender");
+  auto receivers = spawn_role(ns.b, "WCOMM_FAN_OUT_RECEIVER_CONFIGS", b + "," + c, "FanOutReceiversRole", dir);
+  auto sender = spawn_role(ns.a, "WCOMM_FAN_OUT_SENDER_CONFIG", a, "FanOutSenderRole", dir);
   // Guards against a hang (each send gives up at 30 s), not bounds under test.
   ASSERT_EQ(sender.wait_for(60s), 0) << sender.output();
   ASSERT_EQ(receivers.wait_for(20s), 0) << receivers.output();
@@ -235,7 +239,8 @@ TEST(CommQueueBoundNetns, FlowsFromOneNodeShareTheBoundedQueueEvenly) {
   // and 0.28-0.88x under TSan beside busy loops (with the constant; 0.15-0.34x without,
   // node-c the faster), the
   // latecomer's advantage of any delay-based bound (docs/wifi.md, "Not yet here").
-  // 80 Mbit/s of 100 says the link stayed full (95-96 seen).
+  // 80 Mbit/s of 100 says the link stayed busy: 95-96 seen, quiet or beside busy loops, 86-91
+  // beside a two-job compile.
   const double jain = (first + latecomer) * (first + latecomer) / (2 * (first * first + latecomer * latecomer));
   EXPECT_GE(jain, 0.9);
   EXPECT_GT(first + latecomer, 80.0);

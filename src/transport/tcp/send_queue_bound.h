@@ -11,7 +11,9 @@
 // Flows through one queue share it evenly: each budget is its rate's share plus the same
 // kShareBytes, so a flow above the mean share is given proportionally less room and slows,
 // one below it speeds up (send_budget_bytes). Without that constant any split of the queue
-// would be kept: each flow's budget would follow its own rate.
+// would be kept: each flow's budget would follow its own rate. A connection whose first round
+// trips already waited behind its node's other flows counts that queue in its min RTT and
+// takes more (docs/wifi.md, "Flows from one node through one queue").
 //
 // It acts only on a path that queues: until the smoothed RTT passes min RTT + target, the
 // kernel's send buffer autotuning is left alone, so loopback, a LAN or any path without a
