@@ -232,13 +232,12 @@ TEST(CommQueueBoundNetns, FlowsFromOneNodeShareTheBoundedQueueEvenly) {
   // at least 0.54x the faster). Seen: 0.93-1.00x, in Release and under TSan, quiet or beside
   // two or three busy loops. On this veth the split also evens out without
   // SendQueueBound::kShareBytes (0.93-1.00x, six runs): the rule's own check is
-  // unit.SendQueueBound.*, and the Wi-Fi
-  // cell's fan-out shows what it changes (docs/wifi.md). Connecting node-c only when its flow
-  // starts, behind node-b's standing queue, gives node-c a min RTT that holds that queue and
-  // so a larger budget: then the slower flow got 0.68-0.88x of the faster on a quiet machine
-  // and 0.28-0.88x under TSan beside busy loops (with the constant; 0.15-0.34x without,
-  // node-c the faster), the
-  // latecomer's advantage of any delay-based bound (docs/wifi.md, "Not yet here").
+  // unit.SendQueueBound.*, and the Wi-Fi cell's fan-out shows what it changes (docs/wifi.md).
+  // Connecting node-c only when its flow starts, behind node-b's standing queue, gives node-c
+  // a min RTT that holds that queue and so a larger budget: then the slower flow got
+  // 0.68-0.88x of the faster on a quiet machine and 0.28-0.88x under TSan beside busy loops
+  // (with the constant; 0.15-0.34x without, node-c the faster), the latecomer's advantage of
+  // any delay-based bound (docs/wifi.md, "Not yet here").
   // 80 Mbit/s of 100 says the link stayed busy: 95-96 seen, quiet or beside busy loops, 86-91
   // beside a two-job compile.
   const double jain = (first + latecomer) * (first + latecomer) / (2 * (first * first + latecomer * latecomer));
